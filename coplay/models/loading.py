@@ -1,0 +1,62 @@
+"""Load the frozen base model and its tokenizer from a Hugging Face id, a local folder, or `tiny`.
+
+`trust_remote_code` stays off unless the config turns it on (DESIGN.md §6). Weights are never fetched
+here beyond what transformers' own loader does for a hub id; tests use the tiny model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from coplay.config import ModelConfig
+
+
+def resolve_model_path(cfg: ModelConfig) -> str:
+    """`tiny` -> the built tiny model folder (built on first use); anything else is returned as given."""
+    if cfg.name_or_path == "tiny":
+        from coplay.models.tiny import build_tiny_model
+
+        return str(build_tiny_model(cfg.tiny))
+    return cfg.name_or_path
+
+
+def torch_dtype(name: str, device: str = "cpu") -> Any:
+    """Config dtype -> torch dtype; `auto` is float32 on CPU (exact parity tests) and bfloat16 on GPU."""
+    import torch
+
+    if name == "auto":
+        return torch.float32 if device == "cpu" else torch.bfloat16
+    return getattr(torch, name)
+
+
+def load_tokenizer(cfg: ModelConfig) -> Any:
+    from coplay.models import default_device
+
+    default_device()
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(cfg), trust_remote_code=cfg.trust_remote_code)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_base_model(cfg: ModelConfig, device: str = "cpu") -> tuple[Any, Any]:
+    """(model, tokenizer), model in eval mode with every base weight frozen."""
+    from coplay.models import default_device
+
+    default_device()
+    from transformers import AutoModelForCausalLM
+
+    path = resolve_model_path(cfg)
+    if not Path(path).exists() and "/" not in path:
+        raise FileNotFoundError(f"model.name_or_path={path!r} is neither a local folder nor a hub id (org/name)")
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch_dtype(cfg.dtype, device), trust_remote_code=cfg.trust_remote_code
+    )
+    model.to(device)
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model, load_tokenizer(cfg)

@@ -1,0 +1,1 @@
+"""Episode runners: bots and the model playing the games, producing `Trajectory` records."""

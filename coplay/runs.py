@@ -1,0 +1,114 @@
+"""The run folder (DESIGN.md §7): where everything a run produces lands.
+
+runs/<name>-<YYYYmmdd-HHMMSS>/ config.yaml metrics.jsonl shards/ adapters/<a>/v<n>/ banks/<game>/v<n>.json
+checkpoints/step-<k>/ tb/ eval/ report.html.  Standard library + the config module only.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coplay.atomic import append_line_atomic, write_bytes_atomic
+
+SUBDIRS = ("shards", "adapters", "banks", "checkpoints", "tb", "eval")
+
+
+class RunDirError(ValueError):
+    """A folder that is not a usable run folder."""
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Paths of one run folder; creating or opening one never deletes anything."""
+
+    root: Path
+
+    @classmethod
+    def create(cls, out_dir: str | Path, name: str, config_yaml: str, when: float | None = None) -> RunDir:
+        """Make `out_dir/<name>-<timestamp>/` with the §7 layout and the resolved config; a clash with an
+        existing folder (two runs in the same second) gets a numeric suffix instead of overwriting."""
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(when))
+        base = Path(out_dir) / f"{name}-{stamp}"
+        root, n = base, 1
+        while True:
+            try:
+                root.mkdir(parents=True, exist_ok=False)
+                break
+            except FileExistsError:
+                n += 1
+                root = base.with_name(f"{base.name}-{n}")
+        run = cls(root)
+        for sub in SUBDIRS:
+            (root / sub).mkdir()
+        write_bytes_atomic(run.config_path, config_yaml.encode())
+        run.metrics_path.touch()
+        return run
+
+    @classmethod
+    def open(cls, root: str | Path) -> RunDir:
+        """An existing run folder; `RunDirError` names what is missing."""
+        root = Path(root)
+        if not (root / "config.yaml").is_file():
+            raise RunDirError(f"{root} is not a coplay run folder (no config.yaml)")
+        for sub in SUBDIRS:
+            (root / sub).mkdir(exist_ok=True)
+        return cls(root)
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+    @property
+    def shards(self) -> Path:
+        return self.root / "shards"
+
+    @property
+    def tb(self) -> Path:
+        return self.root / "tb"
+
+    @property
+    def eval(self) -> Path:
+        return self.root / "eval"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.html"
+
+    def adapter_dir(self, adapter: str, version: int) -> Path:
+        return self.root / "adapters" / adapter / f"v{version}"
+
+    def bank_path(self, bank_key: str, version: int) -> Path:
+        """Bank keys may hold a slash (`avalon/good`): it becomes a subfolder."""
+        return self.root / "banks" / bank_key / f"v{version}.json"
+
+    def checkpoint_dir(self, step: int) -> Path:
+        return self.root / "checkpoints" / f"step-{step}"
+
+    def shard_path(self, iteration: int, worker: int, index: int = 0) -> Path:
+        return self.shards / f"it{iteration:05d}-w{worker:03d}-{index:04d}.msgpack"
+
+    def append_metrics(self, record: dict[str, Any]) -> None:
+        """One JSON object per line, appended atomically."""
+        append_line_atomic(self.metrics_path, json.dumps(record, sort_keys=True, allow_nan=False))
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        """All metric records. A torn final line (a crash mid-append) is left out; a bad line anywhere
+        else is an error naming the file and line, since it means the file was edited or corrupted."""
+        lines = [ln for ln in self.metrics_path.read_text().splitlines() if ln.strip()]
+        records = []
+        for i, line in enumerate(lines):
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                if i == len(lines) - 1:
+                    break
+                raise RunDirError(f"{self.metrics_path}: line {i + 1} is not JSON: {exc}") from None
+        return records

@@ -1,0 +1,81 @@
+"""Summary statistics for scores: mean with 95% confidence intervals (Student t and bootstrap), Wilson
+intervals for win rates. Used by `coplay play`, evaluation and benchmarks. numpy + scipy only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Mean, 95% intervals (t and percentile bootstrap), median, min, max of n values."""
+
+    n: int
+    mean: float
+    ci_low: float
+    ci_high: float
+    boot_low: float
+    boot_high: float
+    median: float
+    min: float
+    max: float
+
+    @property
+    def half_width(self) -> float:
+        return (self.ci_high - self.ci_low) / 2
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def t_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Student-t interval for the mean; a single value (or zero spread) gives a zero-width interval."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=float)
+    mean = float(x.mean())
+    if len(x) < 2 or float(x.std(ddof=1)) == 0.0:
+        return mean, mean
+    half = float(stats.t.ppf(0.5 + confidence / 2, len(x) - 1)) * float(x.std(ddof=1)) / math.sqrt(len(x))
+    return mean - half, mean + half
+
+
+def bootstrap_interval(values: list[float], confidence: float = 0.95, resamples: int = 2000,
+                       seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval for the mean, seeded (the same values give the same interval)."""
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2:
+        return float(x.mean()), float(x.mean())
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(resamples, len(x)))].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
+
+
+def summarize(values: list[float], confidence: float = 0.95) -> Summary:
+    """Everything the evaluation tables show for one list of scores."""
+    if not values:
+        raise ValueError("summarize: no values")
+    x = np.asarray(values, dtype=float)
+    low, high = t_interval(values, confidence)
+    blow, bhigh = bootstrap_interval(values, confidence)
+    return Summary(len(x), float(x.mean()), low, high, blow, bhigh, float(np.median(x)), float(x.min()),
+                   float(x.max()))
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a win rate (well-behaved at 0 and n)."""
+    from scipy import stats
+
+    if n == 0:
+        raise ValueError("wilson_interval: n = 0")
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)

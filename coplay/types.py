@@ -1,0 +1,211 @@
+"""Records that cross process boundaries, and the msgpack codec for trajectory shards.
+
+A shard file is: MAGIC (8 bytes) | schema version (u16) | payload length (u64) | CRC32 of payload (u32) |
+payload (msgpack). Every corruption a disk or a network can produce — truncation at any offset, flipped
+bits, a file from another schema version — is detected and reported with the file's name; the other shards
+of a folder still load. Only msgpack and the standard library: no torch, no ray, never pickle.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+SCHEMA_VERSION = 1
+SHARD_MAGIC = b"COPLAYSH"
+_HEADER = struct.Struct("<8sHQI")  # magic, schema version, payload length, crc32
+
+
+class ShardError(ValueError):
+    """A shard that cannot be trusted: the message names the file and what is wrong."""
+
+
+@dataclass
+class Sample:
+    """One model call, exactly as sampled (DESIGN.md §5): what GRPO trains on.
+
+    `logprobs[i]` is the behaviour log-prob of `completion_ids[i]` under the sampling distribution at
+    `temperature`. `reward` is filled later (None until then). `adapter_version` 0 is the untrained adapter.
+    """
+
+    adapter: str
+    adapter_version: int
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    group_id: str
+    temperature: float = 1.0
+    reward: float | None = None
+    completion_text: str = ""
+    finish_reason: str = ""
+    sample_id: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Step:
+    """One environment step of one seat: what the agent saw, did, and what followed.
+
+    `sample_ids` point into the trajectory's samples (the `retrieve` and `act` calls of this step).
+    """
+
+    t: int
+    observation: str
+    action: str
+    reward: float
+    score: float
+    invalid: int = 0
+    intention: str = ""
+    skill_id: str | None = None
+    skill_event: str = ""  # "", "success", "abort", "switch"
+    features_before: dict[str, float | int | bool] = field(default_factory=dict)
+    features_after: dict[str, float | int | bool] = field(default_factory=dict)
+    sample_ids: list[str] = field(default_factory=list)
+    parse_error: str = ""
+
+
+@dataclass
+class Trajectory:
+    """One seat's episode: the unit the skill bank segments and GRPO groups (by start seed and role)."""
+
+    episode_id: str
+    game: str
+    seat: str
+    role: str
+    seed: int
+    steps: list[Step] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    score: float = 0.0
+    adapter_versions: dict[str, int] = field(default_factory=dict)
+    bank_version: int = 0
+    iteration: int = 0
+    terminated: bool = False
+    truncated: bool = False
+    policy: str = "model"  # model | expert | random | frozen@<adapter>@v<n> | openai
+
+
+@dataclass
+class Shard:
+    """A batch of trajectories written by one rollout worker in one iteration."""
+
+    shard_id: str
+    iteration: int
+    worker: int
+    trajectories: list[Trajectory] = field(default_factory=list)
+
+
+@dataclass
+class AdapterVersion:
+    """A published adapter: `<adapter>@v<version>` names it for ever (DESIGN.md §2)."""
+
+    adapter: str
+    version: int
+    sha256: str
+    learner_step: int
+    path: str = ""
+
+    @property
+    def engine_name(self) -> str:
+        return f"{self.adapter}@v{self.version}"
+
+
+@dataclass
+class BankVersion:
+    """A published skill bank for one bank key (`2048`, `avalon/good`, `diplomacy/FRANCE`, ...)."""
+
+    bank_key: str
+    version: int
+    sha256: str
+    iteration: int
+    path: str = ""
+
+
+_NESTED: dict[type, dict[str, type]] = {
+    Trajectory: {"steps": Step, "samples": Sample},
+    Shard: {"trajectories": Trajectory},
+}
+
+
+def to_dict(record: Any) -> dict[str, Any]:
+    """A record as plain msgpack/JSON-able data (nested records become dicts)."""
+    out: dict[str, Any] = {}
+    nested = _NESTED.get(type(record), {})
+    for f in fields(record):
+        value = getattr(record, f.name)
+        out[f.name] = [to_dict(v) for v in value] if f.name in nested else value
+    return out
+
+
+def from_dict(cls: type, data: dict[str, Any]) -> Any:
+    """Inverse of `to_dict`; unknown keys are an error (they mean a schema mismatch)."""
+    if not isinstance(data, dict):
+        raise TypeError(f"{cls.__name__}: expected a mapping, got {type(data).__name__}")
+    names = {f.name for f in fields(cls)}
+    unknown = set(data) - names
+    if unknown:
+        raise TypeError(f"{cls.__name__}: unknown field(s) {sorted(unknown)}")
+    nested = _NESTED.get(cls, {})
+    kwargs = {k: ([from_dict(nested[k], v) for v in data[k]] if k in nested else data[k]) for k in data}
+    return cls(**kwargs)
+
+
+def encode_shard(shard: Shard) -> bytes:
+    """Shard -> bytes with header and CRC."""
+    payload = msgpack.packb(to_dict(shard), use_bin_type=True)
+    return _HEADER.pack(SHARD_MAGIC, SCHEMA_VERSION, len(payload), zlib.crc32(payload)) + payload
+
+
+def decode_shard(data: bytes, name: str = "<bytes>") -> Shard:
+    """Bytes -> Shard, or `ShardError` naming `name` and the fault."""
+    if len(data) < _HEADER.size:
+        raise ShardError(f"shard {name}: truncated header ({len(data)} of {_HEADER.size} bytes)")
+    magic, version, length, crc = _HEADER.unpack_from(data)
+    if magic != SHARD_MAGIC:
+        raise ShardError(f"shard {name}: not a coplay shard (magic {magic!r}, expected {SHARD_MAGIC!r})")
+    if version != SCHEMA_VERSION:
+        raise ShardError(f"shard {name}: schema version {version}, this coplay reads version {SCHEMA_VERSION}")
+    payload = data[_HEADER.size :]
+    if len(payload) != length:
+        raise ShardError(f"shard {name}: payload is {len(payload)} bytes, header says {length} (truncated?)")
+    if zlib.crc32(payload) != crc:
+        raise ShardError(f"shard {name}: CRC mismatch (corrupted payload)")
+    try:
+        return from_dict(Shard, msgpack.unpackb(payload, raw=False, strict_map_key=False))
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise ShardError(f"shard {name}: payload does not decode as schema {SCHEMA_VERSION}: {exc}") from None
+
+
+def write_shard(path: str | Path, shard: Shard) -> Path:
+    """Write atomically (temp file + rename): a reader never sees half a shard."""
+    from coplay.atomic import write_bytes_atomic
+
+    return write_bytes_atomic(Path(path), encode_shard(shard))
+
+
+def read_shard(path: str | Path) -> Shard:
+    """Read one shard file; `ShardError` names the file when it is bad."""
+    path = Path(path)
+    return decode_shard(path.read_bytes(), str(path))
+
+
+def read_shard_dir(folder: str | Path) -> tuple[list[Shard], list[ShardError]]:
+    """Every `*.msgpack` shard of a folder, sorted by name; bad ones are returned as errors, not raised."""
+    shards, errors = [], []
+    for path in sorted(Path(folder).glob("*.msgpack")):
+        try:
+            shards.append(read_shard(path))
+        except ShardError as exc:
+            errors.append(exc)
+    return shards, errors
+
+
+def iter_trajectories(shards: list[Shard]) -> Iterator[Trajectory]:
+    """All trajectories of some shards, in order."""
+    for shard in shards:
+        yield from shard.trajectories

@@ -1,0 +1,83 @@
+"""Where each game lives: one `GameSpec` per game key (DESIGN.md §2), resolved lazily so that
+`import coplay_envs` stays fast and a game's heavy dependency (the NES emulator, `diplomacy`) loads
+only when that game is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+GAME_KEYS: tuple[str, ...] = ("2048", "candy_crush", "tetris", "mario", "avalon", "diplomacy")
+
+
+@dataclass(frozen=True)
+class GameSpec:
+    """Import paths (``module:attr``) of a game's parts.
+
+    env: for single-player games a gymnasium `Env` class; for multi-seat games a factory returning a
+    PettingZoo env (`avalon_v0.env`, `diplomacy_v0.parallel_env`). rules: a short text of the rules that
+    prompts show. expert / random: bot classes constructed as ``Bot(seed=..., **kwargs)``; multi-seat bots
+    also take ``agent=<seat name>``.
+    """
+
+    key: str
+    api: str  # "gymnasium", "aec" or "parallel"
+    gym_id: str | None
+    env: str
+    rules: str
+    expert: str
+    random: str
+
+
+SPECS: dict[str, GameSpec] = {
+    "2048": GameSpec("2048", "gymnasium", "coplay/2048-v0", "coplay_envs.game2048.env:Game2048Env",
+                     "coplay_envs.game2048.env:RULES", "coplay_envs.game2048.bots:ExpertBot",
+                     "coplay_envs.game2048.bots:RandomBot"),
+    "candy_crush": GameSpec("candy_crush", "gymnasium", "coplay/CandyCrush-v0",
+                            "coplay_envs.candy.env:CandyCrushEnv", "coplay_envs.candy.env:RULES",
+                            "coplay_envs.candy.bots:ExpertBot", "coplay_envs.candy.bots:RandomBot"),
+    "tetris": GameSpec("tetris", "gymnasium", "coplay/Tetris-v0", "coplay_envs.tetris.env:TetrisEnv",
+                       "coplay_envs.tetris.env:RULES", "coplay_envs.tetris.bots:ExpertBot",
+                       "coplay_envs.tetris.bots:RandomBot"),
+    "mario": GameSpec("mario", "gymnasium", "coplay/SuperMarioBros-v0", "coplay_envs.mario.env:MarioEnv",
+                      "coplay_envs.mario.env:RULES", "coplay_envs.mario.bots:ExpertBot",
+                      "coplay_envs.mario.bots:RandomBot"),
+    "avalon": GameSpec("avalon", "aec", None, "coplay_envs.avalon_v0:env", "coplay_envs.avalon.env:RULES",
+                       "coplay_envs.avalon.bots:ExpertBot", "coplay_envs.avalon.bots:RandomBot"),
+    "diplomacy": GameSpec("diplomacy", "parallel", None, "coplay_envs.diplomacy_v0:parallel_env",
+                          "coplay_envs.diplomacy.env:RULES", "coplay_envs.diplomacy.bots:ExpertBot",
+                          "coplay_envs.diplomacy.bots:RandomBot"),
+}
+
+
+def resolve(path: str) -> Any:
+    """Import ``module:attr``."""
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def spec(key: str) -> GameSpec:
+    """The spec of a game key, with an error listing the valid keys."""
+    try:
+        return SPECS[key]
+    except KeyError:
+        raise KeyError(f"unknown game {key!r}; expected one of {list(GAME_KEYS)}") from None
+
+
+def make_env(key: str, **kwargs: Any) -> Any:
+    """A fresh env for `key`: a gymnasium Env (single-player) or a PettingZoo env (multi-seat)."""
+    return resolve(spec(key).env)(**kwargs)
+
+
+def make_bot(key: str, kind: str, seed: int = 0, **kwargs: Any) -> Any:
+    """An `expert` or `random` bot for `key`."""
+    if kind not in ("expert", "random"):
+        raise ValueError(f"bot kind {kind!r}; expected 'expert' or 'random'")
+    return resolve(getattr(spec(key), kind))(seed=seed, **kwargs)
+
+
+def rules(key: str) -> str:
+    """The game's short rules text (shown in prompts)."""
+    return resolve(spec(key).rules)

@@ -1,0 +1,238 @@
+"""Episode runners for the model (DESIGN.md §6, issue 5): many episodes at once, their engine calls batched.
+
+Every episode is a coroutine; all of them run on one asyncio loop, so while one waits for the engine the
+others step their games, and the engine sees many concurrent requests to batch. Seats are played by the
+model (a `DecisionAgent` with given adapter versions), or by an opponent from the pool: a frozen earlier
+adapter version (the same agent code with other engine names) or an expert / random bot. Each seat's
+trajectory is its own record. No ray, no torch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from coplay.agent.decision import DecisionAgent, ModelSeat, SkillSource
+from coplay.engines.base import Engine
+from coplay.types import Sample, Step, Trajectory
+
+
+@dataclass(frozen=True)
+class SeatPlayer:
+    """Who plays a seat: `model` (the seat config's adapters), `frozen` (`seat` with older engine names),
+    or a bot (`expert` / `random`)."""
+
+    kind: str = "model"
+    seat: ModelSeat | None = None
+
+    @property
+    def label(self) -> str:
+        if self.kind == "frozen" and self.seat is not None:
+            return f"frozen@{self.seat.act}"
+        return self.kind
+
+
+@dataclass
+class EpisodePlan:
+    """One episode to play: the game, its start seed, who plays each seat (missing seats: `default`)."""
+
+    game: str
+    seed: int
+    episode_id: str
+    default: SeatPlayer
+    players: dict[str, SeatPlayer] = field(default_factory=dict)
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    max_steps: int | None = None
+    iteration: int = 0
+    bank_version: int = 0
+
+
+@dataclass
+class RunnerContext:
+    """What every episode shares: the engine, rules texts, skill sources per bank key, the run seed."""
+
+    engine: Engine
+    rules: Callable[[str], str]
+    skills_for: Callable[[str, str], SkillSource | None]  # (game, role) -> skills or None
+    run_seed: int = 0
+    counters: dict[str, int] = field(default_factory=dict)
+
+
+class _Seat:
+    """A seat's policy for one episode plus its trajectory."""
+
+    def __init__(self, ctx: RunnerContext, plan: EpisodePlan, seat: str, role: str) -> None:
+        self.player = plan.players.get(seat, plan.default)
+        self.traj = Trajectory(episode_id=plan.episode_id, game=plan.game, seat=seat, role=role, seed=plan.seed,
+                               iteration=plan.iteration, bank_version=plan.bank_version, policy=self.player.label)
+        self.agent: DecisionAgent | None = None
+        self.bot: Any = None
+        if self.player.kind in ("model", "frozen"):
+            assert self.player.seat is not None, "a model seat needs a ModelSeat"
+            ms = self.player.seat
+            self.traj.adapter_versions = {k: int(v.rsplit("@v", 1)[1]) for k, v in
+                                          (("act", ms.act), ("retrieve", ms.retrieve)) if v}
+            skills = ctx.skills_for(plan.game, role) if self.player.kind == "model" else None
+            self.agent = DecisionAgent(
+                game=plan.game, rules=ctx.rules(plan.game), engine=ctx.engine, seat=ms, skills=skills,
+                act_group=f"{plan.game}/{role}/seed{plan.seed}", retrieve_group=f"{plan.game}/{role}",
+                seed_parts=(ctx.run_seed, plan.iteration, plan.episode_id, seat),
+                sample_prefix=f"{plan.episode_id}/{seat}")
+        else:
+            from coplay_envs import make_bot, spec
+
+            kwargs = {} if spec(plan.game).api == "gymnasium" else {"agent": seat}
+            self.bot = make_bot(plan.game, self.player.kind, seed=plan.seed * 1000 + len(seat), **kwargs)
+        self.open: Step | None = None
+
+    async def act(self, observation: str, info: dict[str, Any]) -> str:
+        t = len(self.traj.steps)
+        if self.agent is not None:
+            step, samples = await self.agent.decide(t, str(observation), info)
+            self.traj.samples.extend(samples)
+        else:
+            choice = self.bot.act(observation, info)
+            step = Step(t=t, observation=str(observation), action=choice.action, reward=0.0,
+                        score=float(info.get("score", 0.0)), intention=f"{choice.intention} {choice.reason}",
+                        features_before=dict(info.get("features", {})))
+        self.traj.steps.append(step)
+        self.open = step
+        return step.action
+
+    def close(self, reward: float, info: dict[str, Any]) -> None:
+        """Credit the outcome of this seat's open step."""
+        step = self.open
+        if step is None:
+            return
+        step.reward += float(reward)
+        step.features_after = dict(info.get("features", step.features_after))
+        step.score = float(info.get("score", step.score))
+        step.invalid = int(info.get("invalid_action", 0) or 0)
+        self.traj.score = step.score
+        if self.agent is not None:
+            self.agent.observe_outcome(step)
+        self.open = None
+
+
+def _role(info: dict[str, Any], seat: str) -> str:
+    view = info.get("view")
+    return str(view.get("role")) if isinstance(view, dict) and view.get("role") else seat
+
+
+async def _play_gymnasium(ctx: RunnerContext, plan: EpisodePlan) -> list[Trajectory]:
+    from coplay_envs import make_env
+
+    env = make_env(plan.game, **plan.env_kwargs)
+    obs, info = env.reset(seed=plan.seed)
+    seat = _Seat(ctx, plan, "player_0", "player")
+    done = False
+    while not done and (plan.max_steps is None or len(seat.traj.steps) < plan.max_steps):
+        action = await seat.act(obs, info)
+        obs, reward, terminated, truncated, info = env.step(action)
+        seat.close(reward, info)
+        done = terminated or truncated
+        seat.traj.terminated, seat.traj.truncated = bool(terminated), bool(truncated)
+    seat.traj.truncated = seat.traj.truncated or not done
+    env.close()
+    return [seat.traj]
+
+
+async def _play_aec(ctx: RunnerContext, plan: EpisodePlan) -> list[Trajectory]:
+    from coplay_envs import make_env
+
+    env = make_env(plan.game, **plan.env_kwargs)
+    env.reset(seed=plan.seed)
+    seats: dict[str, _Seat] = {}
+    decisions = 0
+    for agent in env.agent_iter():
+        obs, reward, terminated, truncated, info = env.last()
+        if agent not in seats:
+            seats[agent] = _Seat(ctx, plan, agent, _role(info, agent))
+        seat = seats[agent]
+        seat.close(reward, info)
+        if terminated or truncated:
+            seat.traj.terminated, seat.traj.truncated = bool(terminated), bool(truncated)
+            seat.traj.score = float(info.get("score", seat.traj.score))
+            env.step(None)
+            continue
+        if plan.max_steps is not None and decisions >= plan.max_steps:
+            break
+        env.step(await seat.act(obs, info))
+        decisions += 1
+    for agent, seat in seats.items():
+        if not (seat.traj.terminated or seat.traj.truncated):
+            seat.traj.truncated = True
+            seat.close(env.rewards.get(agent, 0.0), env.infos.get(agent, {}))
+    env.close()
+    return [s.traj for s in seats.values()]
+
+
+async def _play_parallel(ctx: RunnerContext, plan: EpisodePlan) -> list[Trajectory]:
+    from coplay_envs import make_env
+
+    env = make_env(plan.game, **plan.env_kwargs)
+    observations, infos = env.reset(seed=plan.seed)
+    seats = {a: _Seat(ctx, plan, a, _role(infos.get(a, {}), a)) for a in env.possible_agents}
+    rounds = 0
+    while env.agents and (plan.max_steps is None or rounds < plan.max_steps):
+        live = list(env.agents)
+        actions = await asyncio.gather(*(seats[a].act(observations[a], infos[a]) for a in live))
+        observations, rewards, terms, truncs, infos = env.step(dict(zip(live, actions, strict=True)))
+        for a in live:
+            seats[a].close(rewards.get(a, 0.0), infos.get(a, {}))
+            seats[a].traj.terminated = bool(terms.get(a, False))
+            seats[a].traj.truncated = bool(truncs.get(a, False))
+        rounds += 1
+    for seat in seats.values():
+        seat.traj.truncated = seat.traj.truncated or not seat.traj.terminated
+    env.close()
+    return [s.traj for s in seats.values()]
+
+
+async def play_episode(ctx: RunnerContext, plan: EpisodePlan) -> list[Trajectory]:
+    """Play one episode; one trajectory per seat."""
+    from coplay_envs import spec
+
+    api = spec(plan.game).api
+    runner = {"gymnasium": _play_gymnasium, "aec": _play_aec, "parallel": _play_parallel}[api]
+    trajectories = await runner(ctx, plan)
+    for traj in trajectories:
+        for key, value in _agent_counters(traj).items():
+            ctx.counters[key] = ctx.counters.get(key, 0) + value
+    return trajectories
+
+
+def _agent_counters(traj: Trajectory) -> dict[str, int]:
+    return {"steps": len(traj.steps), "invalid_actions": sum(1 for s in traj.steps if s.invalid),
+            "parse_errors": sum(1 for s in traj.steps if s.parse_error),
+            "model_calls": len(traj.samples)}
+
+
+async def play_episodes(ctx: RunnerContext, plans: list[EpisodePlan], concurrency: int) -> list[Trajectory]:
+    """Play all plans with at most `concurrency` episodes in flight; results in plan order."""
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(plan: EpisodePlan) -> list[Trajectory]:
+        async with gate:
+            return await play_episode(ctx, plan)
+
+    results = await asyncio.gather(*(one(p) for p in plans))
+    return [t for trajs in results for t in trajs]
+
+
+def group_plans(game: str, seeds: list[int], group_size: int, default: SeatPlayer, prefix: str,
+                **kwargs: Any) -> list[EpisodePlan]:
+    """G episodes per start seed (GRPO groups), ids `<prefix>-s<seed>-g<i>`."""
+    return [EpisodePlan(game=game, seed=seed, episode_id=f"{prefix}-s{seed}-g{i}", default=default, **kwargs)
+            for seed in seeds for i in range(group_size)]
+
+
+def with_versions(seat: ModelSeat, act: str | None, retrieve: str | None) -> ModelSeat:
+    """The same seat settings with other adapter engine names (e.g. a frozen opponent)."""
+    return replace(seat, act=act, retrieve=retrieve)
+
+
+def all_samples(trajectories: list[Trajectory]) -> list[Sample]:
+    return [s for t in trajectories for s in t.samples]

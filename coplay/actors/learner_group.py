@@ -1,0 +1,114 @@
+"""The LearnerGroup: N learner ranks (Ray actors on a placement group, one per GPU or CPU slot) forming one
+torch.distributed group for DeepSpeed; rank 0 publishes adapter versions (DESIGN.md §6).
+
+Every call goes to all ranks (ZeRO collectives need them all) and the group returns rank 0's answer.
+The training logic is `coplay.learn.learner.Learner`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import ray
+from ray.util.placement_group import placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from coplay.config import CoplayConfig
+from coplay.types import Sample
+
+
+class LearnerRankImpl:
+    """One rank: the process-group environment, then a `Learner`."""
+
+    def __init__(self, rank: int, world_size: int, master_addr: str, master_port: int, cfg: dict[str, Any]) -> None:
+        os.environ.update({"RANK": str(rank), "LOCAL_RANK": "0", "WORLD_SIZE": str(world_size),
+                           "MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port)})
+        from coplay.learn.learner import Learner
+        from coplay.models import default_device
+
+        default_device()
+        self.cfg = CoplayConfig.model_validate(cfg)
+        self.rank = rank
+        self.learner = Learner(self.cfg.model, self.cfg.adapters, self.cfg.learner, self.cfg.sampling.max_tokens,
+                               seed=self.cfg.seeds.run)
+
+    def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> dict[str, Any]:
+        metrics = self.learner.train_step(samples, advantages)
+        return {"learner_step": metrics.learner_step, "adapters": metrics.adapters,
+                "trained_tokens": metrics.trained_tokens, "versions": dict(self.learner.versions)}
+
+    def sft(self, examples: list[Any], epochs: int, lr: float) -> dict[str, Any]:
+        from coplay.learn.sft import sft_train
+
+        return sft_train(self.learner, examples, epochs=epochs, lr=lr)
+
+    def export(self, adapters: list[str]) -> dict[str, tuple[dict[str, bytes], str, int]]:
+        """Bundles of the given adapters at their current versions (collective; rank 0 returns them)."""
+        from coplay.learn.publish import adapter_bundle_bytes
+
+        out = {}
+        for adapter in adapters:
+            files, sha = adapter_bundle_bytes(self.learner, adapter)
+            out[adapter] = (files, sha, self.learner.versions[adapter])
+        return out if self.rank == 0 else {}
+
+    def save_checkpoint(self, folder: str, extra: dict[str, Any]) -> str:
+        from coplay.learn.checkpoint import save_checkpoint
+
+        return str(save_checkpoint(self.learner, folder, extra))
+
+    def load_checkpoint(self, folder: str) -> dict[str, Any]:
+        from coplay.learn.checkpoint import load_checkpoint
+
+        return load_checkpoint(self.learner, folder)
+
+    def versions(self) -> dict[str, int]:
+        return dict(self.learner.versions)
+
+
+LearnerRank = ray.remote(LearnerRankImpl)
+
+
+class LearnerGroup:
+    """Driver-side handle of the ranks: calls fan out to every rank; rank 0's result comes back."""
+
+    def __init__(self, cfg: CoplayConfig) -> None:
+        from coplay.learn.distributed import free_port
+
+        world = cfg.learner.ranks
+        gpus = 1 if (cfg.cluster.num_gpus or 0) > 0 else 0
+        self.pg = placement_group([{"CPU": 1, **({"GPU": 1} if gpus else {})}] * world, strategy="PACK")
+        ray.get(self.pg.ready())
+        master = ray.util.get_node_ip_address() if cfg.cluster.address else "127.0.0.1"
+        port = free_port()
+        dump = cfg.model_dump(mode="json")
+        self.ranks = [
+            LearnerRank.options(
+                num_cpus=1, num_gpus=gpus, max_restarts=0,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=self.pg,
+                                                                     placement_group_bundle_index=r),
+            ).remote(r, world, master, port, dump)
+            for r in range(world)
+        ]
+
+    def _all(self, method: str, *args: Any) -> Any:
+        return ray.get([getattr(rank, method).remote(*args) for rank in self.ranks])[0]
+
+    def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> dict[str, Any]:
+        return self._all("train_step", samples, advantages)
+
+    def sft(self, examples: list[Any], epochs: int, lr: float) -> dict[str, Any]:
+        return self._all("sft", examples, epochs, lr)
+
+    def export(self, adapters: list[str]) -> dict[str, tuple[dict[str, bytes], str, int]]:
+        return self._all("export", adapters)
+
+    def save_checkpoint(self, folder: str, extra: dict[str, Any]) -> str:
+        return self._all("save_checkpoint", folder, extra)
+
+    def load_checkpoint(self, folder: str) -> dict[str, Any]:
+        return self._all("load_checkpoint", folder)
+
+    def versions(self) -> dict[str, int]:
+        return self._all("versions")

@@ -1,0 +1,139 @@
+"""The RolloutWorker actor: one engine (vLLM by default) with LoRA slots, the episode runners, and the
+model calls of the skill bank's adapters (DESIGN.md §6).
+
+It pulls adapter and bank versions from the ArtifactStore by version, verifies them (the engine checks
+adapter checksums; banks are checked here), acknowledges the checksum it loaded, and keeps serving the
+previous version when a new one is refused. Threaded (`max_concurrency`), so the skill bank's `complete`
+calls share the engine with a running `rollout`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import ray
+
+from coplay.agent.bank_view import BankSkills
+from coplay.artifacts import bank_sha256
+from coplay.config import CoplayConfig
+from coplay.engines.base import AdapterRejected, GenerationRequest, SamplingParams, engine_name
+from coplay.rollout.model_episodes import EpisodePlan, RunnerContext, play_episodes
+from coplay.skills.caller import Completion as BankCompletion
+from coplay.skills.schema import Bank, BankError, bank_key_for
+from coplay.types import Shard, encode_shard
+
+
+class RolloutWorkerImpl:
+    """The worker's logic; `RolloutWorker` is this class as a Ray actor."""
+
+    def __init__(self, worker_id: int, cfg: dict[str, Any], store: Any) -> None:
+        import coplay_envs
+        from coplay.engines.factory import make_engine
+
+        self.worker_id = worker_id
+        self.name = f"worker-{worker_id}"
+        self.cfg = CoplayConfig.model_validate(cfg)
+        self.store = store
+        self.engine = make_engine(self.cfg.model, self.cfg.engine, seed=self.cfg.seeds.run + worker_id)
+        self.rules = coplay_envs.rules
+        self.banks: dict[str, Bank] = {}
+        self.bank_versions: dict[str, int] = {}
+
+    def sync(self, adapters: list[tuple[str, int]], banks: dict[str, int]) -> dict[str, Any]:
+        """Serve exactly `adapters` (engine names `<a>@v<n>`) plus what is loaded and still needed, and the
+        given bank versions. Returns what was loaded, acknowledged and refused."""
+        report: dict[str, Any] = {"loaded": [], "failed": []}
+        wanted = {engine_name(a, v) for a, v in adapters}
+        for adapter, version in adapters:
+            label = engine_name(adapter, version)
+            if label in self.engine.loaded_adapters():
+                continue
+            files, record = ray.get(self.store.get_adapter.remote(adapter, version))
+            try:
+                sha = self.engine.load_adapter(adapter, version, files, record.sha256)
+            except AdapterRejected as exc:
+                report["failed"].append(("adapter", adapter, version, str(exc)))
+                continue
+            ray.get(self.store.acknowledge.remote(self.name, "adapter", adapter, version, sha))
+            report["loaded"].append(label)
+        refused = {engine_name(a, v) for kind, a, v, _ in report["failed"] if kind == "adapter"}
+        for label in self.engine.loaded_adapters():
+            if label not in wanted and not self._still_needed(label, wanted, refused):
+                self.engine.retire_adapter(label)
+        for key, version in banks.items():
+            if self.bank_versions.get(key) == version:
+                continue
+            data, record = ray.get(self.store.get_bank.remote(key, version))
+            try:
+                if bank_sha256(data) != record.sha256:
+                    raise BankError(f"bank {key} v{version}: sha256 of the delivered bytes does not match")
+                import json
+
+                self.banks[key] = Bank.from_json(json.loads(data), source=f"{key} v{version}")
+            except (BankError, ValueError, KeyError, TypeError) as exc:
+                report["failed"].append(("bank", key, version, str(exc)))
+                continue
+            self.bank_versions[key] = version
+            ray.get(self.store.acknowledge.remote(self.name, "bank", key, version, record.sha256))
+            report["loaded"].append(f"bank:{key}@v{version}")
+        return report
+
+    @staticmethod
+    def _still_needed(label: str, wanted: set[str], refused: set[str]) -> bool:
+        """A loaded version stays while a newer version of the same adapter was refused (keep serving it)."""
+        adapter = label.split("@v", 1)[0]
+        return any(r.split("@v", 1)[0] == adapter for r in refused)
+
+    def _skills_for(self, game: str, role: str) -> BankSkills | None:
+        bank = self.banks.get(bank_key_for(game, role=role))
+        return BankSkills(bank) if bank is not None and bank.skills else None
+
+    def rollout(self, plans: list[EpisodePlan], iteration: int, index: int = 0) -> dict[str, Any]:
+        """Play the plans; returns the shard (msgpack bytes) and counters."""
+        ctx = RunnerContext(engine=self.engine, rules=self.rules, skills_for=self._skills_for,
+                            run_seed=self.cfg.seeds.run)
+        started = time.perf_counter()
+        trajectories = asyncio.run(play_episodes(ctx, plans, self.cfg.rollout.concurrent_episodes))
+        seconds = time.perf_counter() - started
+        shard = Shard(shard_id=f"it{iteration}-w{self.worker_id}-{index}", iteration=iteration,
+                      worker=self.worker_id, trajectories=trajectories)
+        tokens = sum(len(s.completion_ids) for t in trajectories for s in t.samples)
+        return {"shard": encode_shard(shard), "seconds": seconds, "generated_tokens": tokens,
+                "episodes": sorted({t.episode_id for t in trajectories}), **ctx.counters}
+
+    def complete(self, adapter: str | None, prompts: list[list[dict[str, str]]], n: int, max_tokens: int,
+                 temperature: float, seed: int) -> list[list[BankCompletion]]:
+        """Sample n completions per chat prompt with `adapter` (engine name or None): the skill bank's calls."""
+        from coplay.agent.prompts import encode
+        from coplay.engines.base import parse_engine_name
+
+        version = parse_engine_name(adapter)[1] if adapter else 0
+        sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens)
+        requests = []
+        for i, messages in enumerate(prompts):
+            ids = encode(self.engine.tokenizer, messages)
+            budget = self.cfg.engine.max_model_len - max_tokens
+            ids = ids[-budget:] if len(ids) > budget else ids
+            requests += [GenerationRequest(ids, adapter, sampling, seed=seed + 1000 * i + j) for j in range(n)]
+        outs = self.engine.generate(requests)
+        groups = []
+        for i in range(len(prompts)):
+            group = []
+            for req, out in zip(requests[i * n:(i + 1) * n], outs[i * n:(i + 1) * n], strict=True):
+                group.append(BankCompletion(text=out.text, prompt_ids=list(req.prompt_ids),
+                                            completion_ids=list(out.token_ids), logprobs=list(out.logprobs),
+                                            adapter_version=version, temperature=temperature,
+                                            finish_reason=out.finish_reason))
+            groups.append(group)
+        return groups
+
+    def loaded(self) -> dict[str, Any]:
+        return {"adapters": self.engine.loaded_adapters(), "banks": dict(self.bank_versions)}
+
+    def ping(self) -> str:
+        return self.name
+
+
+RolloutWorker = ray.remote(RolloutWorkerImpl)

@@ -1,0 +1,108 @@
+"""The SkillBankActor: consumes trajectory shards from a bounded queue, updates the bank of every bank key
+they touch (segment -> contract -> curator, through the rollout workers' engines), and publishes each new
+bank version to the ArtifactStore (DESIGN.md §6). The bank logic is `coplay.skills.update.update_bank`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from typing import Any
+
+import ray
+
+from coplay.config import CoplayConfig
+from coplay.skills.caller import FunctionCaller
+from coplay.skills.schema import Bank, bank_key_for
+from coplay.skills.update import update_bank
+from coplay.types import Sample, Trajectory, decode_shard
+
+
+class QueueFull(RuntimeError):
+    """The bounded shard queue is full: the driver must wait for an update before submitting more."""
+
+
+class SkillBankImpl:
+    """The actor's logic; `SkillBankActor` is this class as a Ray actor."""
+
+    def __init__(self, cfg: dict[str, Any], store: Any, workers: list[Any]) -> None:
+        self.cfg = CoplayConfig.model_validate(cfg)
+        self.store = store
+        self.workers = workers
+        self.banks: dict[str, Bank] = {}
+        self.queue: deque[tuple[int, bytes]] = deque()
+        self.reports: list[dict[str, Any]] = []
+
+    def submit(self, iteration: int, shard: bytes) -> int:
+        """Queue one shard (msgpack bytes); raises `QueueFull` past `skill_bank.queue_size`."""
+        if len(self.queue) >= self.cfg.skill_bank.queue_size:
+            raise QueueFull(f"skill-bank queue holds {len(self.queue)} shards (queue_size "
+                            f"{self.cfg.skill_bank.queue_size}); wait for update() before submitting more")
+        self.queue.append((iteration, shard))
+        return len(self.queue)
+
+    def _caller(self, engine_names: dict[str, str | None], iteration: int) -> FunctionCaller:
+        worker_count = len(self.workers)
+        temperature = self.cfg.sampling.temperature
+        calls = {"n": 0}
+
+        def generate(adapter: str, prompts: list[Any], n: int, max_tokens: int) -> list[list[Any]]:
+            worker = self.workers[calls["n"] % worker_count]
+            seed = self.cfg.seeds.run * 1_000_003 + iteration * 10_007 + calls["n"]
+            calls["n"] += 1
+            return ray.get(worker.complete.remote(engine_names.get(adapter), prompts, n, max_tokens,
+                                                  temperature, seed))
+
+        return FunctionCaller(generate, pass_max_tokens=True)
+
+    def update(self, iteration: int, engine_names: dict[str, str | None]) -> dict[str, Any]:
+        """Drain the queue: one bank update per bank key found in the queued shards, each published as the
+        next version. Returns {bank_key: version}, the bank adapters' Samples (rewards set) and reports."""
+        by_key: dict[str, list[Trajectory]] = {}
+        skipped = 0
+        while self.queue:
+            _, data = self.queue.popleft()
+            for traj in decode_shard(data, f"iteration {iteration} shard").trajectories:
+                if traj.policy not in ("model", "expert"):  # opponents do not teach the bank
+                    skipped += 1
+                    continue
+                by_key.setdefault(bank_key_for(traj.game, traj.seat, traj.role), []).append(traj)
+        use_model = self.cfg.skill_bank.use_model and bool(self.workers)
+        caller = self._caller(engine_names, iteration) if use_model else None
+        versions: dict[str, int] = {}
+        samples: list[Sample] = []
+        reports = []
+        for key in sorted(by_key):
+            bank = self.banks.get(key) or Bank(bank_key=key)
+            new_bank, new_samples, report = update_bank(bank, by_key[key], caller, self.cfg.skill_bank, iteration,
+                                                        max_tokens=self.cfg.sampling.max_tokens)
+            data = json.dumps(new_bank.to_json(), sort_keys=True).encode()
+            ray.get(self.store.put_bank.remote(key, new_bank.version, data, iteration))
+            self.banks[key] = new_bank
+            versions[key] = new_bank.version
+            samples += new_samples
+            reports.append({**report, "skipped_trajectories": skipped})
+        self.reports += reports
+        return {"versions": versions, "samples": samples, "reports": reports}
+
+    def seed_banks(self, trajectories: list[Trajectory], iteration: int = 0) -> dict[str, int]:
+        """Build the initial banks deterministically (no model) from teacher trajectories, e.g. the expert
+        bots' — the deterministic bank of the cold start."""
+        by_key: dict[str, list[Trajectory]] = {}
+        for traj in trajectories:
+            by_key.setdefault(bank_key_for(traj.game, traj.seat, traj.role), []).append(traj)
+        versions = {}
+        for key in sorted(by_key):
+            bank = self.banks.get(key) or Bank(bank_key=key)
+            new_bank, _, _ = update_bank(bank, by_key[key], None, self.cfg.skill_bank, iteration)
+            data = json.dumps(new_bank.to_json(), sort_keys=True).encode()
+            ray.get(self.store.put_bank.remote(key, new_bank.version, data, iteration))
+            self.banks[key] = new_bank
+            versions[key] = new_bank.version
+        return versions
+
+    def versions(self) -> dict[str, int]:
+        return {k: b.version for k, b in self.banks.items()}
+
+
+SkillBankActor = ray.remote(SkillBankImpl)

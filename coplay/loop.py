@@ -1,0 +1,72 @@
+"""The co-evolution loop (DESIGN.md §6), top to bottom: cold start, then per iteration k
+sync -> rollouts k  ||  bank update over k-1  ||  GRPO step k-1 (staleness >= 1) -> collect -> (s = 0: GRPO step k)
+-> metrics, evaluation, checkpoint. Rollouts of k use the adapters of learner step max(0, k-1-s) and the bank
+built from iterations <= k-2; learner step j trains on the samples of iteration j, so every episode lands in
+training exactly once. Only this module and `coplay/actors/` import ray.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import ray
+
+from coplay.actors.system import System
+from coplay.cold_start import cold_start
+from coplay.config import CoplayConfig
+from coplay.iteration import iteration_plans, training_batch
+from coplay.metrics_log import MetricsLog
+from coplay.runs import RunDir
+from coplay.schedule import VersionLedger, bank_version_for, policy_step_for
+from coplay.security import ray_init_kwargs
+from coplay.summaries import iteration_record
+
+
+def train(cfg: CoplayConfig) -> Path:
+    """Run the loop; returns the run folder."""
+    run = RunDir.create(cfg.run.out_dir, cfg.run.name, cfg.to_yaml())
+    log = MetricsLog(run, cfg.logging, cfg.model_dump(mode="json"))
+    started_ray = not ray.is_initialized()
+    if started_ray:
+        ray.init(**ray_init_kwargs(cfg.cluster))
+    try:
+        system = System(cfg, run)
+        versions0, banks0, report = cold_start(system, cfg)
+        ledger = VersionLedger({0: versions0})
+        banks = {0: banks0}  # iteration j -> bank versions built from iterations <= j
+        s = cfg.loop.staleness
+        data: dict[int, tuple] = {}  # iteration -> (trajectories, bank samples, bank versions used)
+        log.log(0, {"cold_start": report, "versions": versions0, "bank_versions": banks0})
+        for k in range(1, cfg.loop.iterations + 1):
+            t0 = time.perf_counter()
+            versions, bank_versions = ledger.at(policy_step_for(k, s)), banks[bank_version_for(k)]
+            frozen = sorted({v["act"] for v in ledger.steps.values()} - {versions["act"]})
+            system.sync(versions, frozen, bank_versions)
+            rollouts = system.launch(k, iteration_plans(cfg, k, versions, frozen, bank_version_for(k)))
+            bank_future = system.bank_update(k - 1, data[k - 1][3], versions) if k > 1 else None
+            train_metrics = train_step(system, cfg, ledger, data, k - 1) if s >= 1 and k > 1 else {}
+            trajectories, shards, stats = system.collect(rollouts)
+            bank = ray.get(bank_future) if bank_future is not None else {"versions": {}, "samples": [], "reports": []}
+            banks[k - 1] = {**banks[max(banks)], **bank["versions"]} if k > 1 else banks[0]
+            data[k] = (trajectories, bank["samples"], bank_versions, shards)
+            if s == 0:
+                train_metrics = train_step(system, cfg, ledger, data, k)
+            log.log(k, iteration_record(k, trajectories, stats, bank, train_metrics, versions, bank_versions,
+                                        time.perf_counter() - t0))
+        if s >= 1:
+            log.log(cfg.loop.iterations + 1, {"final_train": train_step(system, cfg, ledger, data, cfg.loop.iterations)})
+    finally:
+        log.close()
+        if started_ray:
+            ray.shutdown()
+    return run.root
+
+
+def train_step(system: System, cfg: CoplayConfig, ledger: VersionLedger, data: dict, j: int) -> dict:
+    """Learner step j on the samples of iteration j (rewards with the banks those episodes played with)."""
+    trajectories, bank_samples, bank_versions, _ = data[j]
+    samples, advantages = training_batch(cfg, trajectories, system.banks_for(bank_versions), bank_samples)
+    metrics = system.train(samples, advantages)
+    ledger.record(j, metrics["published"])
+    return metrics

@@ -1,0 +1,53 @@
+"""The per-iteration metrics record (one line of `metrics.jsonl`): scores per game with CIs, reward parts
+and losses per adapter, invalid and parse-error rates, versions, bank sizes, timings and throughput."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from coplay.stats import summarize
+from coplay.types import Trajectory
+
+
+def score_summary(trajectories: list[Trajectory]) -> dict[str, dict[str, float]]:
+    """Mean score, 95% t-interval, median, min, max per game (the policy's own seats only)."""
+    by_game: dict[str, list[float]] = defaultdict(list)
+    for t in trajectories:
+        if t.policy == "model":
+            by_game[t.game].append(t.score)
+    return {g: summarize(v).as_dict() for g, v in sorted(by_game.items())}
+
+
+def reward_parts(trajectories: list[Trajectory]) -> dict[str, dict[str, float]]:
+    """Mean reward and count of the samples of each adapter (after rewards were assigned)."""
+    sums: dict[str, list[float]] = defaultdict(list)
+    for t in trajectories:
+        for s in t.samples:
+            if s.reward is not None:
+                sums[s.adapter].append(float(s.reward))
+    return {a: {"mean": sum(v) / len(v), "n": len(v)} for a, v in sorted(sums.items())}
+
+
+def iteration_record(iteration: int, trajectories: list[Trajectory], stats: dict[str, Any], bank: dict[str, Any],
+                     train: dict[str, Any], versions: dict[str, int], bank_versions: dict[str, int],
+                     seconds: float) -> dict[str, Any]:
+    steps = max(1, stats.get("steps", 0))
+    bank_reports = bank.get("reports", [])
+    return {
+        "iteration": iteration,
+        "episodes": len({t.episode_id for t in trajectories}),
+        "scores": score_summary(trajectories),
+        "reward_parts": reward_parts(trajectories),
+        "invalid_rate": stats.get("invalid_actions", 0) / steps,
+        "parse_error_rate": stats.get("parse_errors", 0) / steps,
+        "versions": dict(versions),
+        "bank_versions": dict(bank_versions),
+        "bank_sizes": {r["bank_key"]: r.get("size", 0) for r in bank_reports},
+        "bank_samples": {k: v for r in bank_reports for k, v in r.get("samples", {}).items()},
+        "train": {k: v for k, v in train.items() if k in ("learner_step", "adapters", "trained_tokens", "published")},
+        "timings": {"iteration_s": seconds, "generation_s": stats.get("generation_seconds", 0.0),
+                    "rollout_wall_s": stats.get("wall_seconds", 0.0), "train_s": train.get("train_seconds", 0.0)},
+        "generated_tokens": stats.get("generated_tokens", 0),
+        "generated_tokens_per_s": stats.get("generated_tokens", 0) / max(stats.get("generation_seconds", 0.0), 1e-9),
+    }

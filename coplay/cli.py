@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--render", action="store_true", help="print every observation")
-    p.add_argument("--out", default=None, help="write trajectory shards here")
+    p.add_argument("--out", default=None, help="write trajectory shards here (model: default a new run folder)")
+    _add_config_args(p)
     p.set_defaults(func=_play)
     for verb in ("bench", "report"):
         p = sub.add_parser(verb, help=NOT_BUILT[verb])

@@ -7,22 +7,23 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 
 from coplay.config import ConfigError
-
-NOT_BUILT: dict[str, str] = {
-    "train": "the co-evolution loop (issue 8)",
-    "eval": "the evaluation protocol (issue 8)",
-    "bench": "the benchmark suite (issue 10)",
-    "report": "the HTML run report (issue 10)",
-}
 
 
 def _config_show(args: argparse.Namespace) -> int:
     from coplay.config import load_config
 
     print(load_config(args.config, args.overrides).to_yaml(), end="")
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    from coplay.config import load_config
+    from coplay.loop import train
+
+    run_dir = train(load_config(args.config, args.overrides))
+    print(f"run folder: {run_dir}")
     return 0
 
 
@@ -51,12 +52,60 @@ def _bank(args: argparse.Namespace) -> int:
     return 0
 
 
-def _not_built(verb: str) -> Callable[[argparse.Namespace], int]:
-    def run(_: argparse.Namespace) -> int:
-        print(f"coplay {verb}: not built yet — {NOT_BUILT[verb]}.", file=sys.stderr)
+def _eval(args: argparse.Namespace) -> int:
+    from coplay.runs import RunDirError
+
+    try:
+        if args.compare:
+            from coplay.compare import compare_files
+
+            text, _ = compare_files(*args.compare, out=args.json)
+            print(text, end="")
+            return 0
+        from coplay.players import eval_command
+
+        return eval_command(args)
+    except (RunDirError, ValueError, FileNotFoundError) as exc:
+        print(f"coplay eval: {exc}", file=sys.stderr)
         return 2
 
-    return run
+
+def _add_eval_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", nargs="?", default=None,
+                   help="a run folder: its config, its adapters (--policy model) and its eval/ for the results")
+    p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
+                   help="print two evaluation files side by side: differences and whether the 95%% CIs overlap")
+    p.add_argument("--json", default=None, help="with --compare: also write the rows to this JSON file")
+    p.add_argument("--policy", default="model", help="who is evaluated: expert | random | base (the model without "
+                   "adapters) | model (RUN_DIR's adapters) | openai (rollout.opponents.openai_*); default model")
+    p.add_argument("--opponents", default="expert",
+                   help="other seats of Avalon and Diplomacy: expert | random | self | base | openai (default expert)")
+    p.add_argument("--step", type=int, default=None, help="--policy model: the learner step (default: newest)")
+    p.add_argument("--games", default=None, help="comma-separated game keys (default: the config's games)")
+    p.add_argument("--episodes", type=int, default=16, help="episodes per single-player game (protocol: 16)")
+    p.add_argument("--episodes-per-seat", type=int, default=10, help="Avalon/Diplomacy episodes per seat (10)")
+    p.add_argument("--max-steps", type=int, default=None, help="cap on decisions per episode (default: horizon)")
+    p.add_argument("--out", default=None, help="folder for <name>.json/.md (default: RUN_DIR/eval or runs/eval)")
+    p.add_argument("--name", default=None, help="file name stem (default: the policy)")
+    _add_config_args(p)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from coplay.report import write_report
+    from coplay.runs import RunDirError
+
+    try:
+        print(write_report(args.run_dir))
+    except RunDirError as exc:
+        print(f"coplay report: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from coplay.bench import bench_command
+
+    return bench_command(args)
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -67,9 +116,12 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="coplay", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="{train,eval,play,bench,bank,report,config,model}")
-    for verb in ("train", "eval"):
-        p = sub.add_parser(verb, help=NOT_BUILT[verb])
-        p.set_defaults(func=_not_built(verb))
+    p = sub.add_parser("train", help="run the co-evolution loop (local Ray on loopback unless cluster.address)")
+    _add_config_args(p)
+    p.set_defaults(func=_train)
+    p = sub.add_parser("eval", help="evaluate a player on seeds.eval (or --compare two evaluations)")
+    _add_eval_args(p)
+    p.set_defaults(func=_eval)
     p = sub.add_parser("play", help="play a game with a bot or the model and print scores")
     p.add_argument("--game", required=True)
     p.add_argument("--policy", default="expert", help="expert | random | model")
@@ -80,9 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="write trajectory shards here (model: default a new run folder)")
     _add_config_args(p)
     p.set_defaults(func=_play)
-    for verb in ("bench", "report"):
-        p = sub.add_parser(verb, help=NOT_BUILT[verb])
-        p.set_defaults(func=_not_built(verb))
+    p = sub.add_parser("bench", help="run the benchmark suite; results in benchmarks/results/")
+    from coplay.bench import add_arguments as add_bench_arguments
+
+    add_bench_arguments(p)
+    p.set_defaults(func=_bench)
+    p = sub.add_parser("report", help="write the run's self-contained report.html")
+    p.add_argument("run_dir")
+    p.set_defaults(func=_report)
     p = sub.add_parser("bank", help="inspect skill banks of a run")
     bank_sub = p.add_subparsers(dest="bank_command", required=True)
     show = bank_sub.add_parser("show", help="print a bank as a table")

@@ -1,12 +1,17 @@
-"""Step 0 of a run: publish the fresh adapters, optionally SFT `act` on expert teacher data, and seed the
-skill banks deterministically from expert trajectories (DESIGN.md §5, cold start)."""
+"""Step 0 of a run (DESIGN.md §5, cold start): publish the fresh adapters, seed the skill banks
+deterministically from expert trajectories, then optionally SFT every adapter on teacher data: `act` from the
+expert bots (or an OpenAI-compatible endpoint answering the same prompts), `retrieve` labelled by the
+deterministic bank's segmentation of the expert episodes, and `segment` / `contract` / `curator` from the
+deterministic bank decisions recorded while seeding."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from coplay.agent.openai_player import OpenAIEndpoint
 from coplay.config import ADAPTER_NAMES, CoplayConfig
-from coplay.learn.teacher import expert_act_examples
+from coplay.engines.base import SamplingParams
+from coplay.learn.teacher import ChatExample, bank_labels, expert_examples, openai_act_examples
 from coplay.rollout.bot_episodes import play_bot_episodes
 
 
@@ -17,6 +22,20 @@ def teacher_seeds(cfg: CoplayConfig) -> list[int]:
     return list(range(max(cfg.seeds.train.start, stop - n), stop))
 
 
+def openai_teacher(cfg: CoplayConfig, game: str, examples: list[ChatExample]) -> tuple[list[ChatExample], dict[str, int]]:
+    """`sft.teacher=openai`: the endpoint answers the `act` prompts of `examples` (greedy, within the `act`
+    token budget); unusable answers are dropped and counted. No usable answer at all is an error, not an
+    SFT on nothing."""
+    sampling = SamplingParams(temperature=0.0, max_tokens=cfg.sampling.max_tokens["act"])
+    answered, counts = openai_act_examples(game, examples, OpenAIEndpoint.from_config(cfg.sft), sampling,
+                                           cfg.sft.openai_concurrency)
+    if counts["prompts"] and not counts["kept"]:
+        raise RuntimeError(f"sft.teacher=openai: {cfg.sft.openai_base_url} (model {cfg.sft.openai_model}) gave no "
+                           f"usable answer for the {game} prompts ({counts}); check the endpoint, or use "
+                           f"sft.teacher=bots")
+    return answered, counts
+
+
 def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str, int], dict[str, Any]]:
     """Returns (adapter versions of learner step 0, initial bank versions, report)."""
     import coplay_envs
@@ -24,18 +43,23 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
     report: dict[str, Any] = {}
     versions = system.publish(list(ADAPTER_NAMES), learner_step=0)
     seeds = teacher_seeds(cfg)
-    if cfg.sft.enabled and cfg.sft.teacher == "bots":
-        examples = []
-        for game in cfg.games:
-            examples += expert_act_examples(game, seeds, coplay_envs.rules(game), cfg.rollout.history_len,
-                                            max_steps=cfg.rollout.max_steps)
-        report["sft"] = system.learner.sft(examples, cfg.sft.epochs, cfg.sft.lr)
-        report["sft"]["examples"] = len(examples)
-        versions.update(system.publish(["act"], learner_step=0))
-    elif cfg.sft.enabled:
-        raise ValueError("sft.teacher=openai needs the `api` extra and an endpoint; use sft.teacher=bots")
-    expert = [t for game in cfg.games
-              for t in play_bot_episodes(game, "expert", seeds[: max(4, len(seeds) // 4)], cfg.rollout.max_steps)]
+    expert = [t for game in cfg.games for t in play_bot_episodes(game, "expert", seeds, cfg.rollout.max_steps)]
     banks = system.seed_banks(expert)
     report["seed_bank_trajectories"] = len(expert)
+    if cfg.sft.enabled:
+        labels = bank_labels(system.banks_for(banks), cfg.skill_bank)
+        examples: list[ChatExample] = []
+        teacher_counts: dict[str, dict[str, int]] = {}
+        for game in cfg.games:
+            game_examples = expert_examples(game, seeds, coplay_envs.rules(game), cfg.rollout.history_len,
+                                            cfg.rollout.max_steps, labels, cfg.rollout.top_k_skills)
+            if cfg.sft.teacher == "openai":
+                game_examples, teacher_counts[game] = openai_teacher(cfg, game, game_examples)
+            examples += game_examples
+        examples += system.bank_teacher_examples()
+        report["sft"] = system.learner.sft(examples, cfg.sft.epochs, cfg.sft.lr)
+        report["sft"]["examples"] = {a: sum(e.adapter == a for e in examples) for a in ADAPTER_NAMES}
+        if teacher_counts:
+            report["sft"]["openai_teacher"] = teacher_counts
+        versions.update(system.publish(sorted({e.adapter for e in examples}), learner_step=0))
     return versions, banks, report

@@ -130,8 +130,22 @@ class OpponentPoolConfig(Section):
     expert: float = Field(0.1, ge=0.0)
     random: float = Field(0.1, ge=0.0)
     openai: float = Field(0.0, ge=0.0)
-    openai_base_url: str | None = None
+    openai_base_url: str | None = Field(None, description="OpenAI-compatible API root incl. /v1, e.g. http://127.0.0.1:8000/v1")
     openai_model: str | None = None
+    openai_api_key_env: str | None = Field(None, description="environment variable holding the API key; None: no key")
+    openai_timeout_s: float = Field(30.0, gt=0.0, description="per request")
+    openai_max_retries: int = Field(2, ge=0, description="on connection errors, timeouts, 408/409/429/5xx")
+
+    @model_validator(mode="after")
+    def _openai_endpoint(self) -> OpponentPoolConfig:
+        missing = [key for key in ("openai_base_url", "openai_model") if not getattr(self, key)]
+        if self.openai > 0 and missing:
+            raise ValueError(f"openai weight {self.openai} > 0 needs {' and '.join(missing)} (an OpenAI-compatible "
+                             "endpoint, e.g. openai_base_url=http://127.0.0.1:8000/v1); or set openai=0")
+        if self.openai_base_url and not self.openai_base_url.startswith(("http://", "https://")):
+            raise ValueError(f"openai_base_url {self.openai_base_url!r}: expected an http:// or https:// URL "
+                             "ending in the API root, e.g. http://127.0.0.1:8000/v1")
+        return self
 
 
 class RolloutConfig(Section):
@@ -179,7 +193,7 @@ class SkillBankConfig(Section):
     queue_size: int = Field(8, ge=1)
     group_size: int = Field(4, ge=1)
     literal_window: int = Field(2, ge=1, description="steps in a segment's start and end windows")
-    trivial_literal_rate: float = Field(0.9, gt=0.0, le=1.0,
+    trivial_literal_rate: float = Field(0.8, gt=0.0, le=1.0,
                                         description="literals holding in this share of all segments are not effects")
     min_literals: int = Field(2, ge=1, description="a materialized skill's contract has at least this many")
     duration_prior: dict[str, float] = Field(
@@ -191,7 +205,7 @@ class SkillBankConfig(Section):
     segment_rank_weight: float = Field(1.0, ge=0.0, description="score bonus of the segment adapter's first choice")
     max_segment_prompts: int = Field(16, ge=0)
     heldout_every: int = Field(4, ge=2, description="every k-th trajectory (sorted by episode id) is held out")
-    evidence_limit: int = Field(64, ge=1, description="recent instances kept per skill")
+    evidence_limit: int = Field(32, ge=1, description="recent instances kept per skill")
     pending_limit: int = Field(256, ge=1, description="NEW instances kept for materialization")
     size_penalty: float = Field(0.005, ge=0.0, description="bank quality penalty per skill")
 
@@ -232,8 +246,23 @@ class SftConfig(Section):
     episodes_per_game: int = Field(60, ge=1)
     epochs: int = Field(1, ge=1)
     lr: float = Field(1e-4, gt=0.0)
-    openai_base_url: str | None = None
+    openai_base_url: str | None = Field(None, description="OpenAI-compatible API root incl. /v1, e.g. http://127.0.0.1:8000/v1")
     openai_model: str | None = None
+    openai_api_key_env: str | None = Field(None, description="environment variable holding the API key; None: no key")
+    openai_timeout_s: float = Field(60.0, gt=0.0, description="per request")
+    openai_max_retries: int = Field(2, ge=0, description="on connection errors, timeouts, 408/409/429/5xx")
+    openai_concurrency: int = Field(8, ge=1, description="teacher requests in flight")
+
+    @model_validator(mode="after")
+    def _openai_endpoint(self) -> SftConfig:
+        missing = [key for key in ("openai_base_url", "openai_model") if not getattr(self, key)]
+        if self.enabled and self.teacher == "openai" and missing:
+            raise ValueError(f"teacher 'openai' needs {' and '.join(missing)} (an OpenAI-compatible endpoint, "
+                             "e.g. openai_base_url=http://127.0.0.1:8000/v1); or use teacher=bots")
+        if self.openai_base_url and not self.openai_base_url.startswith(("http://", "https://")):
+            raise ValueError(f"openai_base_url {self.openai_base_url!r}: expected an http:// or https:// URL "
+                             "ending in the API root, e.g. http://127.0.0.1:8000/v1")
+        return self
 
 
 class LoopConfig(Section):
@@ -241,7 +270,10 @@ class LoopConfig(Section):
 
     iterations: int = Field(10, ge=1)
     staleness: int = Field(1, ge=0)
-    eval_every: int = Field(5, ge=0)
+    eval_every: int = Field(5, ge=0, description="evaluate on seeds.eval every E iterations (0 = never)")
+    eval_episodes_single: int = Field(16, ge=1, description="episodes per single-player game (paper: 16)")
+    eval_episodes_per_seat: int = Field(10, ge=1, description="episodes per seat in Avalon/Diplomacy (paper: 10)")
+    eval_opponents: Literal["expert", "random", "self"] = "expert"
     checkpoint_every: int = Field(5, ge=1)
 
 
@@ -254,6 +286,10 @@ class ClusterConfig(Section):
     include_dashboard: bool = False
     max_restarts: int = Field(3, ge=0)
     artifact_max_failures: int = Field(3, ge=1)
+    rollout_worker_gpus: float | None = Field(
+        None, ge=0.0, description="GPUs per rollout worker; None: 1 on a cluster with GPUs, else 0 (a CPU slot)")
+    learner_rank_gpus: float | None = Field(
+        None, ge=0.0, description="GPUs per learner rank; None: 1 on a cluster with GPUs, else 0 (a CPU slot)")
 
 
 class LoggingConfig(Section):

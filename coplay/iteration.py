@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from coplay.agent.decision import ModelSeat, derive_seed
+from coplay.agent.openai_player import OpenAIEndpoint
 from coplay.config import CoplayConfig
 from coplay.engines.base import SamplingParams
 from coplay.learn.advantages import all_advantages
@@ -48,10 +49,13 @@ def start_seeds(cfg: CoplayConfig, iteration: int, game_index: int) -> list[int]
 
 def draw_opponent(cfg: CoplayConfig, rng: random.Random, act_versions: list[int], current: ModelSeat) -> SeatPlayer:
     """One opponent from the pool (DESIGN.md §6): the current policy, a frozen earlier version (half the
-    draws the newest, the rest spread over older ones), or an expert or random bot."""
+    draws the newest, the rest spread over older ones), an expert or random bot, or the configured
+    OpenAI-compatible endpoint (sampled like the current policy's `act`)."""
     pool = cfg.rollout.opponents
-    kinds = ["current", "frozen", "expert", "random"]
-    weights = [pool.current, pool.frozen if act_versions else 0.0, pool.expert, pool.random]
+    kinds = ["current", "frozen", "expert", "random", "openai"]
+    has_endpoint = bool(pool.openai_base_url and pool.openai_model)
+    weights = [pool.current, pool.frozen if act_versions else 0.0, pool.expert, pool.random,
+               pool.openai if has_endpoint else 0.0]
     kind = rng.choices(kinds, weights=weights)[0] if sum(weights) > 0 else "current"
     if kind == "current":
         return SeatPlayer("model", current)
@@ -60,6 +64,8 @@ def draw_opponent(cfg: CoplayConfig, rng: random.Random, act_versions: list[int]
         version = older[-1] if rng.random() < 0.5 or len(older) == 1 else rng.choice(older[:-1])
         frozen = ModelSeat(**{**current.__dict__, "act": f"act@v{version}", "retrieve": None})
         return SeatPlayer("frozen", frozen)
+    if kind == "openai":
+        return SeatPlayer("openai", current, OpenAIEndpoint.from_config(pool))
     return SeatPlayer(kind)
 
 
@@ -112,3 +118,12 @@ def training_batch(cfg: CoplayConfig, trajectories: list[Trajectory], banks: Map
 
 def banks_from_json(payloads: Mapping[str, bytes]) -> dict[str, Bank]:
     return {key: Bank.from_json(json.loads(data), source=key) for key, data in payloads.items()}
+
+
+def nonzero_advantages(samples: list[Sample], advantages: Mapping[str, float]) -> dict[str, int]:
+    """Per adapter, how many samples carry a non-zero advantage (a group with reward variance)."""
+    out: dict[str, int] = {}
+    for s in samples:
+        if advantages.get(s.sample_id, 0.0) != 0.0:
+            out[s.adapter] = out.get(s.adapter, 0) + 1
+    return out

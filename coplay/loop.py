@@ -12,10 +12,10 @@ from pathlib import Path
 
 import ray
 
-from coplay.actors.system import System
+from coplay.actors.system import System, checkpoint, evaluate
 from coplay.cold_start import cold_start
 from coplay.config import CoplayConfig
-from coplay.iteration import iteration_plans, training_batch
+from coplay.iteration import iteration_plans, nonzero_advantages, training_batch
 from coplay.metrics_log import MetricsLog
 from coplay.runs import RunDir
 from coplay.schedule import VersionLedger, bank_version_for, policy_step_for
@@ -52,10 +52,21 @@ def train(cfg: CoplayConfig) -> Path:
             data[k] = (trajectories, bank["samples"], bank_versions, shards)
             if s == 0:
                 train_metrics = train_step(system, cfg, ledger, data, k)
-            log.log(k, iteration_record(k, trajectories, stats, bank, train_metrics, versions, bank_versions,
-                                        time.perf_counter() - t0))
-        if s >= 1:
-            log.log(cfg.loop.iterations + 1, {"final_train": train_step(system, cfg, ledger, data, cfg.loop.iterations)})
+            record = iteration_record(k, trajectories, stats, bank, train_metrics, versions, bank_versions,
+                                      time.perf_counter() - t0)
+            if cfg.loop.eval_every and k % cfg.loop.eval_every == 0:
+                record["eval"] = evaluate(system, k, ledger.at(ledger.latest_step), banks[max(banks)])
+            if k % cfg.loop.checkpoint_every == 0 or (k == cfg.loop.iterations and s == 0):
+                record["checkpoint"] = checkpoint(system, k, ledger.steps, banks)
+            log.log(k, record)
+        if s >= 1:  # the last iteration's samples still train, so every episode lands in training once
+            final = train_step(system, cfg, ledger, data, cfg.loop.iterations)
+            final["checkpoint"] = checkpoint(system, cfg.loop.iterations, ledger.steps, banks)
+            log.log(cfg.loop.iterations + 1, {"final_train": final})
+        newest = ledger.at(ledger.latest_step)  # every worker ends on the newest versions, acknowledged
+        system.sync(newest, [], banks[max(banks)])
+        log.log(cfg.loop.iterations + 1, {"final_versions": newest, "final_bank_versions": banks[max(banks)],
+                                          "acknowledgements": system.acknowledgements(newest, banks[max(banks)])})
     finally:
         log.close()
         if started_ray:
@@ -68,5 +79,6 @@ def train_step(system: System, cfg: CoplayConfig, ledger: VersionLedger, data: d
     trajectories, bank_samples, bank_versions, _ = data[j]
     samples, advantages = training_batch(cfg, trajectories, system.banks_for(bank_versions), bank_samples)
     metrics = system.train(samples, advantages)
+    metrics["nonzero_advantages"] = nonzero_advantages(samples, advantages)
     ledger.record(j, metrics["published"])
     return metrics

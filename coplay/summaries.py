@@ -45,7 +45,8 @@ def iteration_record(iteration: int, trajectories: list[Trajectory], stats: dict
         "bank_versions": dict(bank_versions),
         "bank_sizes": {r["bank_key"]: r.get("size", 0) for r in bank_reports},
         "bank_samples": {k: v for r in bank_reports for k, v in r.get("samples", {}).items()},
-        "train": {k: v for k, v in train.items() if k in ("learner_step", "adapters", "trained_tokens", "published")},
+        "train": {k: v for k, v in train.items()
+                  if k in ("learner_step", "adapters", "trained_tokens", "published", "nonzero_advantages")},
         "timings": {"iteration_s": seconds, "generation_s": stats.get("generation_seconds", 0.0),
                     "rollout_wall_s": stats.get("wall_seconds", 0.0), "train_s": train.get("train_seconds", 0.0)},
         "generated_tokens": stats.get("generated_tokens", 0),

@@ -44,21 +44,32 @@ class LearnerRankImpl:
         return sft_train(self.learner, examples, epochs=epochs, lr=lr)
 
     def export(self, adapters: list[str]) -> dict[str, tuple[dict[str, bytes], str, int]]:
-        """Bundles of the given adapters at their current versions (collective; rank 0 returns them)."""
-        from coplay.learn.publish import adapter_bundle_bytes
+        """Bundles (files, bundle sha256, version) of the given adapters at their current versions.
+        Collective (ZeRO-3 gathers); rank 0 returns them, read back from a temporary export folder so the
+        bytes are exactly those `publish_adapters` writes."""
+        import shutil
+        import tempfile
 
-        out = {}
-        for adapter in adapters:
-            files, sha = adapter_bundle_bytes(self.learner, adapter)
-            out[adapter] = (files, sha, self.learner.versions[adapter])
-        return out if self.rank == 0 else {}
+        from coplay.engines.adapters import adapter_bundle
+        from coplay.learn.publish import publish_adapters
 
-    def save_checkpoint(self, folder: str, extra: dict[str, Any]) -> str:
+        root = tempfile.mkdtemp(prefix="coplay-export-")
+        try:
+            published = publish_adapters(self.learner, adapters, root)
+            out = {}
+            for record in published:
+                files, sha = adapter_bundle(record.path)
+                out[record.adapter] = (files, sha, record.version)
+            return out
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+    def save_checkpoint(self, folder: str, bank_version: Any, data_cursor: Any, extra: dict[str, Any]) -> str:
         from coplay.learn.checkpoint import save_checkpoint
 
-        return str(save_checkpoint(self.learner, folder, extra))
+        return str(save_checkpoint(self.learner, folder, bank_version, data_cursor, extra))
 
-    def load_checkpoint(self, folder: str) -> dict[str, Any]:
+    def load_checkpoint(self, folder: str) -> Any:
         from coplay.learn.checkpoint import load_checkpoint
 
         return load_checkpoint(self.learner, folder)
@@ -104,10 +115,10 @@ class LearnerGroup:
     def export(self, adapters: list[str]) -> dict[str, tuple[dict[str, bytes], str, int]]:
         return self._all("export", adapters)
 
-    def save_checkpoint(self, folder: str, extra: dict[str, Any]) -> str:
-        return self._all("save_checkpoint", folder, extra)
+    def save_checkpoint(self, folder: str, bank_version: Any, data_cursor: Any, extra: dict[str, Any]) -> str:
+        return self._all("save_checkpoint", folder, bank_version, data_cursor, extra)
 
-    def load_checkpoint(self, folder: str) -> dict[str, Any]:
+    def load_checkpoint(self, folder: str) -> Any:
         return self._all("load_checkpoint", folder)
 
     def versions(self) -> dict[str, int]:

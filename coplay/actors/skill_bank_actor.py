@@ -14,6 +14,7 @@ import ray
 from coplay.config import CoplayConfig
 from coplay.skills.caller import FunctionCaller
 from coplay.skills.schema import Bank, bank_key_for
+from coplay.skills.teacher import TeacherCaller, contract_examples, dedupe
 from coplay.skills.update import update_bank
 from coplay.types import Sample, Trajectory, decode_shard
 
@@ -32,6 +33,7 @@ class SkillBankImpl:
         self.banks: dict[str, Bank] = {}
         self.queue: deque[tuple[int, bytes]] = deque()
         self.reports: list[dict[str, Any]] = []
+        self.teacher: list[tuple[str, list[dict[str, str]], str]] = []
 
     def submit(self, iteration: int, shard: bytes) -> int:
         """Queue one shard (msgpack bytes); raises `QueueFull` past `skill_bank.queue_size`."""
@@ -86,20 +88,33 @@ class SkillBankImpl:
         return {"versions": versions, "samples": samples, "reports": reports}
 
     def seed_banks(self, trajectories: list[Trajectory], iteration: int = 0) -> dict[str, int]:
-        """Build the initial banks deterministically (no model) from teacher trajectories, e.g. the expert
-        bots' — the deterministic bank of the cold start."""
+        """Build the initial banks deterministically from teacher trajectories (the expert bots'): two
+        updates, over each half of the trajectories, with `TeacherCaller` answering as the deterministic
+        policy — which also records the bank adapters' teacher examples for the cold-start SFT."""
         by_key: dict[str, list[Trajectory]] = {}
         for traj in trajectories:
             by_key.setdefault(bank_key_for(traj.game, traj.seat, traj.role), []).append(traj)
+        cfg = self.cfg.skill_bank.model_copy(update={"use_model": True})
         versions = {}
         for key in sorted(by_key):
             bank = self.banks.get(key) or Bank(bank_key=key)
-            new_bank, _, _ = update_bank(bank, by_key[key], None, self.cfg.skill_bank, iteration)
-            data = json.dumps(new_bank.to_json(), sort_keys=True).encode()
-            ray.get(self.store.put_bank.remote(key, new_bank.version, data, iteration))
-            self.banks[key] = new_bank
-            versions[key] = new_bank.version
+            half = max(1, len(by_key[key]) // 2)
+            for part in (by_key[key][:half], by_key[key][half:]):
+                if not part:
+                    continue
+                teacher = TeacherCaller()
+                bank, _, _ = update_bank(bank, part, teacher, cfg, iteration)
+                self.teacher += teacher.examples
+            data = json.dumps(bank.to_json(), sort_keys=True).encode()
+            ray.get(self.store.put_bank.remote(key, bank.version, data, iteration))
+            self.banks[key] = bank
+            versions[key] = bank.version
+            self.teacher += contract_examples(bank)
         return versions
+
+    def teacher_examples(self, limit_per_adapter: int) -> list[tuple[str, list[dict[str, str]], str]]:
+        """(adapter, prompt, answer) examples for `segment`, `contract`, `curator` from `seed_banks`."""
+        return dedupe(self.teacher, limit_per_adapter)
 
     def versions(self) -> dict[str, int]:
         return {k: b.version for k, b in self.banks.items()}

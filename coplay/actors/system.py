@@ -17,8 +17,7 @@ from coplay.actors.artifact_store import ArtifactStore
 from coplay.actors.learner_group import LearnerGroup
 from coplay.actors.rollout_worker import RolloutWorker
 from coplay.actors.skill_bank_actor import SkillBankActor
-from coplay.artifacts import ArtifactError
-from coplay.config import ADAPTER_NAMES, CoplayConfig
+from coplay.config import CoplayConfig
 from coplay.rollout.model_episodes import EpisodePlan
 from coplay.runs import RunDir
 from coplay.skills.schema import Bank
@@ -76,6 +75,15 @@ class System:
                     retry.append(worker)
             pending = retry
 
+    def acknowledgements(self, versions: dict[str, int], banks: dict[str, int]) -> dict[str, dict[str, str]]:
+        """`<name>@v<n>` -> {worker: sha256 it acknowledged} for the given versions."""
+        out = {}
+        for adapter, version in versions.items():
+            out[f"{adapter}@v{version}"] = ray.get(self.store.acknowledged_by.remote("adapter", adapter, version))
+        for key, version in banks.items():
+            out[f"bank:{key}@v{version}"] = ray.get(self.store.acknowledged_by.remote("bank", key, version))
+        return out
+
     def banks_for(self, versions: dict[str, int]) -> dict[str, Bank]:
         """The bank objects of given versions (for rewards on the driver), cached by version."""
         out = {}
@@ -122,6 +130,12 @@ class System:
     def seed_banks(self, trajectories: list[Trajectory]) -> dict[str, int]:
         return ray.get(self.bank.seed_banks.remote(trajectories, 0))
 
+    def bank_teacher_examples(self, limit_per_adapter: int = 64) -> list[Any]:
+        from coplay.learn.teacher import ChatExample
+
+        examples = ray.get(self.bank.teacher_examples.remote(limit_per_adapter))
+        return [ChatExample(adapter, messages, answer) for adapter, messages, answer in examples]
+
     # ------------------------------------------------------------------ learning
     def train(self, samples: list[Sample], advantages: dict[str, float]) -> dict[str, Any]:
         started = time.perf_counter()
@@ -132,13 +146,28 @@ class System:
         return metrics
 
 
-def all_adapters() -> list[str]:
-    return list(ADAPTER_NAMES)
+def evaluate(system: System, iteration: int, versions: dict[str, int], bank_versions: dict[str, int]) -> dict[str, Any]:
+    """The evaluation protocol (coplay.eval) on the workers at the given versions; writes eval/it<k>.*"""
+    from coplay.eval import EvalProtocol, eval_plans, evaluated, player_seat, summarize_eval, write_eval
+
+    cfg = system.cfg
+    protocol = EvalProtocol(cfg.loop.eval_episodes_single, cfg.loop.eval_episodes_per_seat, cfg.loop.eval_opponents,
+                            cfg.rollout.max_steps)
+    plans = eval_plans(cfg, player_seat(cfg, "model", versions), protocol, f"it{iteration}")
+    rollouts = system.launch(iteration, plans)
+    results = ray.get(rollouts.refs)
+    trajectories = [t for r in results for t in decode_shard(r["shard"], f"eval it{iteration}").trajectories]
+    summary = summarize_eval(evaluated(trajectories, plans))
+    write_eval(system.run.eval, f"it{iteration:05d}", summary,
+               {"iteration": iteration, "versions": versions, "bank_versions": bank_versions,
+                "temperature": cfg.sampling.eval_temperature, "seeds": [cfg.seeds.eval.start, cfg.seeds.eval.stop]})
+    return summary
 
 
-def check_failures(error: Exception) -> None:
-    """Re-raise an ArtifactError from inside an actor as itself (a clear error for the user)."""
-    cause = getattr(error, "cause", None)
-    if isinstance(cause, ArtifactError):
-        raise cause from None
-    raise error
+def checkpoint(system: System, iteration: int, ledger_steps: dict[int, dict[str, int]],
+               banks: dict[int, dict[str, int]]) -> str:
+    """Learner state plus the driver's schedule state, atomically under checkpoints/step-<k>/."""
+    extra = {"iteration": iteration, "ledger": {str(k): v for k, v in ledger_steps.items()},
+             "banks": {str(k): v for k, v in banks.items()}}
+    return system.learner.save_checkpoint(str(system.run.checkpoint_dir(iteration)), banks.get(max(banks)),
+                                          {"iteration": iteration}, extra)

@@ -3,8 +3,9 @@
 Every episode is a coroutine; all of them run on one asyncio loop, so while one waits for the engine the
 others step their games, and the engine sees many concurrent requests to batch. Seats are played by the
 model (a `DecisionAgent` with given adapter versions), or by an opponent from the pool: a frozen earlier
-adapter version (the same agent code with other engine names) or an expert / random bot. Each seat's
-trajectory is its own record. No ray, no torch.
+adapter version (the same agent code with other engine names), an OpenAI-compatible endpoint (an
+`OpenAISeat`: same prompts and parsing, no Samples) or an expert / random bot. Each seat's trajectory is its
+own record. No ray, no torch.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from coplay.agent.decision import DecisionAgent, ModelSeat, SkillSource
+from coplay.agent.openai_player import ChatClient, OpenAIEndpoint, OpenAISeat, client_for, close_clients
 from coplay.engines.base import Engine
 from coplay.types import Sample, Step, Trajectory
 
@@ -22,10 +24,11 @@ from coplay.types import Sample, Step, Trajectory
 @dataclass(frozen=True)
 class SeatPlayer:
     """Who plays a seat: `model` (the seat config's adapters), `frozen` (`seat` with older engine names),
-    or a bot (`expert` / `random`)."""
+    `openai` (`endpoint`, with `seat`'s act sampling and history length) or a bot (`expert` / `random`)."""
 
     kind: str = "model"
     seat: ModelSeat | None = None
+    endpoint: OpenAIEndpoint | None = None
 
     @property
     def label(self) -> str:
@@ -51,13 +54,15 @@ class EpisodePlan:
 
 @dataclass
 class RunnerContext:
-    """What every episode shares: the engine, rules texts, skill sources per bank key, the run seed."""
+    """What every episode shares: the engine (None when no seat is a model seat), rules texts, skill sources
+    per bank key, the run seed, and the endpoint clients of `openai` seats (closed by `play_episodes`)."""
 
-    engine: Engine
+    engine: Engine | None
     rules: Callable[[str], str]
     skills_for: Callable[[str, str], SkillSource | None]  # (game, role) -> skills or None
     run_seed: int = 0
     counters: dict[str, int] = field(default_factory=dict)
+    openai_clients: dict[OpenAIEndpoint, ChatClient] = field(default_factory=dict)
 
 
 class _Seat:
@@ -67,10 +72,12 @@ class _Seat:
         self.player = plan.players.get(seat, plan.default)
         self.traj = Trajectory(episode_id=plan.episode_id, game=plan.game, seat=seat, role=role, seed=plan.seed,
                                iteration=plan.iteration, bank_version=plan.bank_version, policy=self.player.label)
-        self.agent: DecisionAgent | None = None
+        self.agent: DecisionAgent | OpenAISeat | None = None
         self.bot: Any = None
+        seed_parts = (ctx.run_seed, plan.iteration, plan.episode_id, seat)
         if self.player.kind in ("model", "frozen"):
             assert self.player.seat is not None, "a model seat needs a ModelSeat"
+            assert ctx.engine is not None, f"{plan.episode_id}: seat {seat} is a {self.player.kind} seat; it needs an engine"
             ms = self.player.seat
             self.traj.adapter_versions = {k: int(v.rsplit("@v", 1)[1]) for k, v in
                                           (("act", ms.act), ("retrieve", ms.retrieve)) if v}
@@ -78,8 +85,14 @@ class _Seat:
             self.agent = DecisionAgent(
                 game=plan.game, rules=ctx.rules(plan.game), engine=ctx.engine, seat=ms, skills=skills,
                 act_group=f"{plan.game}/{role}/seed{plan.seed}", retrieve_group=f"{plan.game}/{role}",
-                seed_parts=(ctx.run_seed, plan.iteration, plan.episode_id, seat),
-                sample_prefix=f"{plan.episode_id}/{seat}")
+                seed_parts=seed_parts, sample_prefix=f"{plan.episode_id}/{seat}")
+        elif self.player.kind == "openai":
+            assert self.player.seat is not None and self.player.endpoint is not None, \
+                "an openai seat needs a ModelSeat (sampling, history length) and an OpenAIEndpoint"
+            self.agent = OpenAISeat(
+                game=plan.game, rules=ctx.rules(plan.game), client=client_for(ctx.openai_clients, self.player.endpoint),
+                sampling=self.player.seat.act_sampling, history_len=self.player.seat.history_len,
+                seed_parts=seed_parts, counters=ctx.counters)
         else:
             from coplay_envs import make_bot, spec
 
@@ -218,7 +231,10 @@ async def play_episodes(ctx: RunnerContext, plans: list[EpisodePlan], concurrenc
         async with gate:
             return await play_episode(ctx, plan)
 
-    results = await asyncio.gather(*(one(p) for p in plans))
+    try:
+        results = await asyncio.gather(*(one(p) for p in plans))
+    finally:
+        await close_clients(ctx.openai_clients)
     return [t for trajs in results for t in trajs]
 
 

@@ -1,0 +1,86 @@
+"""Teacher data for the bank adapters (`segment`, `contract`, `curator`): the deterministic policy's own
+decisions, phrased as the answers those adapters are asked for (DESIGN.md §5, cold start).
+
+`TeacherCaller` stands in for a model during a deterministic bank update and answers as the deterministic
+policy decides: every curator proposal approved (the deterministic policy applies them all) and every
+segment ranked in the segmentation's own score order (the order the prompt lists the ids in). Contract
+examples are the final deterministic protocols of the bank's skills under the prompt `contract_round`
+builds. Every prompt and answer is recorded as an example. Pure Python: no ray, no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from coplay.skills.caller import ChatMessages, Completion, FunctionCaller
+from coplay.skills.contracts import literal_frequencies
+from coplay.skills.literals import window_view
+from coplay.skills.prompts import contract_prompt
+from coplay.skills.schema import Bank
+
+Example = tuple[str, ChatMessages, str]  # (adapter, prompt messages, completion)
+_RANK_IDS = re.compile(r"Rank these ids: (.+)$", re.MULTILINE)
+
+
+def _deterministic_answer(adapter: str, prompt: ChatMessages) -> str:
+    if adapter == "curator":
+        return "VERDICT: APPROVE"
+    if adapter == "segment":
+        match = _RANK_IDS.search(prompt[-1]["content"])
+        ids = [i.strip() for i in match.group(1).split(",")] if match else ["NEW"]
+        return "RANK: " + " > ".join(ids)
+    return "(no answer: the deterministic protocol stands)"
+
+
+class TeacherCaller(FunctionCaller):
+    """A caller answering as the deterministic policy and recording (adapter, prompt, answer) examples."""
+
+    def __init__(self) -> None:
+        self.examples: list[Example] = []
+        super().__init__(self._answer, pass_max_tokens=False)
+
+    def _answer(self, adapter: str, prompts: list[ChatMessages], n: int) -> list[list[Completion | str]]:
+        out: list[list[Completion | str]] = []
+        for prompt in prompts:
+            answer = _deterministic_answer(adapter, prompt)
+            if adapter in ("curator", "segment"):
+                self.examples.append((adapter, prompt, answer))
+            out.append([answer] * n)
+        return out
+
+
+def contract_examples(bank: Bank) -> list[Example]:
+    """The protocol of every skill of `bank` as the `contract` adapter's answer to its prompt."""
+    examples: list[Example] = []
+    for skill in sorted(bank.skills.values(), key=lambda s: s.id):
+        effects = [e.effects for e in skill.evidence]
+        start = window_view([e.start_view for e in skill.evidence])
+        prompt = contract_prompt(bank.game, max(skill.tags, key=lambda t: (skill.tags[t], t), default=""),
+                                 len(skill.evidence), literal_frequencies(effects), bank.features, start,
+                                 skill.stats.mean_duration)
+        answer = {"summary": skill.summary, "plan": list(skill.plan), "preconditions": skill.preconditions,
+                  "success": skill.success, "abort": skill.abort, "effects": list(skill.contract.literals)}
+        examples.append(("contract", prompt, json.dumps(answer, ensure_ascii=False)))
+    return examples
+
+
+def dedupe(examples: Sequence[Example], limit_per_adapter: int) -> list[Example]:
+    """Drop repeated prompts and keep at most `limit_per_adapter` examples per adapter (first come first)."""
+    seen: set[str] = set()
+    counts: dict[str, int] = {}
+    out: list[Example] = []
+    for adapter, prompt, answer in examples:
+        key = adapter + json.dumps(prompt, sort_keys=True)
+        if key in seen or counts.get(adapter, 0) >= limit_per_adapter:
+            continue
+        seen.add(key)
+        counts[adapter] = counts.get(adapter, 0) + 1
+        out.append((adapter, prompt, answer))
+    return out
+
+
+def teacher_summary(examples: Sequence[Example]) -> dict[str, Any]:
+    return {a: sum(1 for e in examples if e[0] == a) for a in ("segment", "contract", "curator")}

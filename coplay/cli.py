@@ -43,12 +43,18 @@ def _play(args: argparse.Namespace) -> int:
 
 
 def _bank(args: argparse.Namespace) -> int:
+    from coplay.runs import RunDirError
     from coplay.skills.report import show_bank, write_bank_report
+    from coplay.skills.schema import BankError
 
-    if args.bank_command == "show":
-        print(show_bank(args.run_dir, args.game, args.version))
-    else:
-        print(write_bank_report(args.run_dir))
+    try:
+        if args.bank_command == "show":
+            print(show_bank(args.run_dir, args.game, args.version))
+        else:
+            print(write_bank_report(args.run_dir))
+    except (BankError, RunDirError) as exc:
+        print(f"coplay bank: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -72,7 +78,8 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _add_eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", nargs="?", default=None,
-                   help="a run folder: its config, its adapters (--policy model) and its eval/ for the results")
+                   help="a run folder: its config, its adapters (--policy model) and its eval/ for the results; "
+                        "write RUN_DIR and the overrides next to each other (before or after the options)")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
                    help="print two evaluation files side by side: differences and whether the 95%% CIs overlap")
     p.add_argument("--json", default=None, help="with --compare: also write the rows to this JSON file")

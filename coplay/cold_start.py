@@ -36,6 +36,17 @@ def openai_teacher(cfg: CoplayConfig, game: str, examples: list[ChatExample]) ->
     return answered, counts
 
 
+def cap_per_adapter(examples: list[ChatExample], limit: int) -> list[ChatExample]:
+    """At most `limit` examples per adapter, spread evenly over each adapter's list (keeps early and late
+    game positions alike)."""
+    out: list[ChatExample] = []
+    for adapter in ADAPTER_NAMES:
+        mine = [e for e in examples if e.adapter == adapter]
+        stride = max(1.0, len(mine) / limit)
+        out += [mine[int(i * stride)] for i in range(min(limit, len(mine)))]
+    return out
+
+
 def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str, int], dict[str, Any]]:
     """Returns (adapter versions of learner step 0, initial bank versions, report)."""
     import coplay_envs
@@ -43,7 +54,7 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
     report: dict[str, Any] = {}
     versions = system.publish(list(ADAPTER_NAMES), learner_step=0)
     seeds = teacher_seeds(cfg)
-    expert = [t for game in cfg.games for t in play_bot_episodes(game, "expert", seeds, cfg.rollout.max_steps)]
+    expert = [t for game in cfg.games for t in play_bot_episodes(game, "expert", seeds, cfg.sft.max_steps)]
     banks = system.seed_banks(expert)
     report["seed_bank_trajectories"] = len(expert)
     if cfg.sft.enabled:
@@ -52,11 +63,11 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
         teacher_counts: dict[str, dict[str, int]] = {}
         for game in cfg.games:
             game_examples = expert_examples(game, seeds, coplay_envs.rules(game), cfg.rollout.history_len,
-                                            cfg.rollout.max_steps, labels, cfg.rollout.top_k_skills)
+                                            cfg.sft.max_steps, labels, cfg.rollout.top_k_skills)
             if cfg.sft.teacher == "openai":
                 game_examples, teacher_counts[game] = openai_teacher(cfg, game, game_examples)
             examples += game_examples
-        examples += system.bank_teacher_examples()
+        examples = cap_per_adapter(examples + system.bank_teacher_examples(), cfg.sft.max_examples_per_adapter)
         report["sft"] = system.learner.sft(examples, cfg.sft.epochs, cfg.sft.lr)
         report["sft"]["examples"] = {a: sum(e.adapter == a for e in examples) for a in ADAPTER_NAMES}
         if teacher_counts:

@@ -244,6 +244,8 @@ class SftConfig(Section):
     enabled: bool = True
     teacher: Literal["bots", "openai"] = "bots"
     episodes_per_game: int = Field(60, ge=1)
+    max_steps: int | None = Field(None, ge=1, description="horizon of teacher episodes (None: the game's own)")
+    max_examples_per_adapter: int = Field(2000, ge=1, description="cap on SFT examples per adapter (evenly spread)")
     epochs: int = Field(1, ge=1)
     lr: float = Field(1e-4, gt=0.0)
     openai_base_url: str | None = Field(None, description="OpenAI-compatible API root incl. /v1, e.g. http://127.0.0.1:8000/v1")

@@ -1,47 +1,75 @@
-"""`make demo`: the main job on embedded defaults (CPU, tiny model, local everything).
+"""`make demo`: the main job on embedded defaults — a short co-evolution on 2048 with the tiny model on CPU.
 
-Today's end-to-end path: build the tiny model, play 2048 with the expert and random bots on the training
-seeds, write the trajectories as msgpack shards into a fresh run folder with per-policy metrics, and print
-where everything is. It grows into a short co-evolution run as the loop lands (issue 8).
+Cold-start SFT from the expert bot (with the deterministic seed bank labelling retrieval and bank decisions),
+then a few iterations of rollouts through the vLLM CPU engine, skill-bank updates and GRPO on DeepSpeed,
+all on a local Ray instance bound to loopback. It leaves a run folder under `runs/` with metrics, TensorBoard
+logs, checkpoints, banks, the bank report, a score plot and the run report, and prints where they are.
+Extra dotted overrides on the command line change any setting (`python -m coplay.demo loop.iterations=5`).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
-from coplay.config import load_config
-from coplay.play import score_table
-from coplay.rollout.bot_episodes import play_bot_episodes
-from coplay.runs import RunDir
-from coplay.stats import summarize
-from coplay.types import Shard, write_shard
+DEMO_OVERRIDES = [
+    "run.name=demo", "games=[2048]", "rollout.workers=1", "rollout.start_states=2", "rollout.group_size=4",
+    "rollout.max_steps=12", "rollout.concurrent_episodes=8", "rollout.retrieve_every=4",
+    "sampling.max_tokens={act: 32, retrieve: 8, segment: 24, contract: 128, curator: 8}",
+    "engine.max_model_len=2048", "engine.max_num_seqs=16", "engine.enforce_eager=true", "engine.dtype=float32",
+    "sft.episodes_per_game=24", "sft.max_steps=60", "sft.max_examples_per_adapter=160", "sft.epochs=2",
+    "sft.lr=1e-3", "learner.backend=deepspeed", "learner.zero_stage=2", "learner.lr=5e-4",
+    "loop.iterations=4", "loop.staleness=1", "loop.eval_every=4", "loop.eval_episodes_single=8",
+    "loop.checkpoint_every=2", "skill_bank.group_size=2", "cluster.num_cpus=2",
+]
+
+
+def score_plot(run_root: Path) -> Path:
+    """`score.png`: mean score per game per iteration with the 95% t-interval as a band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from coplay.runs import RunDir
+
+    records = [r for r in RunDir.open(run_root).read_metrics() if r.get("scores")]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for game in sorted({g for r in records for g in r["scores"]}):
+        rows = [(r["iteration"], r["scores"][game]) for r in records if game in r["scores"]]
+        xs = [i for i, _ in rows]
+        ax.plot(xs, [s["mean"] for _, s in rows], marker="o", label=game)
+        ax.fill_between(xs, [s["ci_low"] for _, s in rows], [s["ci_high"] for _, s in rows], alpha=0.2)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("score (mean, 95% CI)")
+    ax.legend()
+    fig.tight_layout()
+    out = run_root / "score.png"
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg = load_config(None, ["run.name=demo", *(argv or [])])
-    started = time.time()
-    from coplay.models.tiny import build_tiny_model
+    from coplay.config import load_config
+    from coplay.loop import train
+    from coplay.report.html import write_report
+    from coplay.skills.report import write_bank_report
 
-    model_dir = build_tiny_model(cfg.model.tiny)
-    run = RunDir.create(cfg.run.out_dir, cfg.run.name, cfg.to_yaml())
-    seeds = list(range(cfg.seeds.train.start, cfg.seeds.train.start + 8))
-    for game in cfg.games:
-        for index, policy in enumerate(("expert", "random")):
-            t0 = time.time()
-            trajectories = play_bot_episodes(game, policy, seeds)
-            write_shard(run.shard_path(0, 0, index),
-                        Shard(f"demo-{game}-{policy}", iteration=0, worker=0, trajectories=trajectories))
-            scores = summarize([t.score for t in trajectories])
-            run.append_metrics({"iteration": 0, "game": game, "policy": policy, "episodes": len(trajectories),
-                                "score_mean": scores.mean, "score_ci95": [scores.ci_low, scores.ci_high],
-                                "steps": sum(len(t.steps) for t in trajectories), "seconds": time.time() - t0})
-            print(score_table(trajectories, f"{game}: {policy} bots on training seeds {seeds[0]}..{seeds[-1]}"))
-    print(f"tiny model:  {model_dir}")
-    print(f"run folder:  {run.root}")
-    print(f"  metrics:   {run.metrics_path}")
-    print(f"  shards:    {run.shards}")
-    print(f"done in {time.time() - started:.1f} s")
+    started = time.time()
+    cfg = load_config(None, [*DEMO_OVERRIDES, *(argv or [])])
+    run_root = Path(train(cfg))
+    bank_report = write_bank_report(run_root)
+    plot = score_plot(run_root)
+    report = write_report(run_root)
+    print(f"run folder:   {run_root}")
+    print(f"  metrics:    {run_root / 'metrics.jsonl'}  (TensorBoard: {run_root / 'tb'})")
+    print(f"  checkpoints:{run_root / 'checkpoints'}")
+    print(f"  banks:      {run_root / 'banks'}  (report: {bank_report})")
+    print(f"  score plot: {plot}")
+    print(f"  report:     {report}")
+    print(f"demo finished in {time.time() - started:.0f} s")
     return 0
 
 

@@ -19,6 +19,9 @@ from coplay.skills.update import update_bank
 from coplay.types import Sample, Trajectory, decode_shard
 
 
+SEED_UPDATES = 2  # updates that build the seed bank (the first materializes skills, the second refines them)
+
+
 class QueueFull(RuntimeError):
     """The bounded shard queue is full: the driver must wait for an update before submitting more."""
 
@@ -88,23 +91,28 @@ class SkillBankImpl:
         return {"versions": versions, "samples": samples, "reports": reports}
 
     def seed_banks(self, trajectories: list[Trajectory], iteration: int = 0) -> dict[str, int]:
-        """Build the initial banks deterministically from teacher trajectories (the expert bots'): two
-        updates, over each half of the trajectories, with `TeacherCaller` answering as the deterministic
+        """Build the initial banks deterministically from teacher trajectories (the expert bots'):
+        `SEED_UPDATES` updates over interleaved parts of the trajectories, then a labelling pass, with `TeacherCaller` answering as the deterministic
         policy — which also records the bank adapters' teacher examples for the cold-start SFT."""
         by_key: dict[str, list[Trajectory]] = {}
         for traj in trajectories:
             by_key.setdefault(bank_key_for(traj.game, traj.seat, traj.role), []).append(traj)
-        cfg = self.cfg.skill_bank.model_copy(update={"use_model": True})
+        # every segment goes to the (teacher) segment adapter: its answer is the DP order, so nothing changes
+        cfg = self.cfg.skill_bank.model_copy(update={"use_model": True, "segment_margin": float("inf")})
         versions = {}
         for key in sorted(by_key):
             bank = self.banks.get(key) or Bank(bank_key=key)
-            half = max(1, len(by_key[key]) // 2)
-            for part in (by_key[key][:half], by_key[key][half:]):
+            trajs = by_key[key]
+            for part in (trajs[i::SEED_UPDATES] for i in range(SEED_UPDATES)):
                 if not part:
                     continue
                 teacher = TeacherCaller()
                 bank, _, _ = update_bank(bank, part, teacher, cfg, iteration)
                 self.teacher += teacher.examples
+            if bank.skills:  # a labelling pass over everything against the final skills; its bank is dropped
+                teacher = TeacherCaller()
+                update_bank(bank, trajs, teacher, cfg, iteration)
+                self.teacher += [e for e in teacher.examples if e[0] == "segment"]
             data = json.dumps(bank.to_json(), sort_keys=True).encode()
             ray.get(self.store.put_bank.remote(key, bank.version, data, iteration))
             self.banks[key] = bank

@@ -16,9 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from coplay.skills.caller import ChatMessages, Completion, FunctionCaller
-from coplay.skills.contracts import literal_frequencies
-from coplay.skills.literals import window_view
-from coplay.skills.prompts import contract_prompt
+from coplay.skills.model_rounds import skill_contract_prompt
 from coplay.skills.schema import Bank
 
 Example = tuple[str, ChatMessages, str]  # (adapter, prompt messages, completion)
@@ -56,11 +54,7 @@ def contract_examples(bank: Bank) -> list[Example]:
     """The protocol of every skill of `bank` as the `contract` adapter's answer to its prompt."""
     examples: list[Example] = []
     for skill in sorted(bank.skills.values(), key=lambda s: s.id):
-        effects = [e.effects for e in skill.evidence]
-        start = window_view([e.start_view for e in skill.evidence])
-        prompt = contract_prompt(bank.game, max(skill.tags, key=lambda t: (skill.tags[t], t), default=""),
-                                 len(skill.evidence), literal_frequencies(effects), bank.features, start,
-                                 skill.stats.mean_duration)
+        prompt = skill_contract_prompt(bank, skill)
         answer = {"summary": skill.summary, "plan": list(skill.plan), "preconditions": skill.preconditions,
                   "success": skill.success, "abort": skill.abort, "effects": list(skill.contract.literals)}
         examples.append(("contract", prompt, json.dumps(answer, ensure_ascii=False)))

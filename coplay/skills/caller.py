@@ -1,0 +1,101 @@
+"""How the skill bank asks a model: prompts in, Samples out. The bank never sees an engine.
+
+`ModelCaller.complete(adapter, prompts, n, max_tokens)` returns n Samples per prompt with `completion_text`,
+token ids and behaviour log-probs filled (DESIGN.md §5). `FunctionCaller` wraps any function
+`generate(adapter, prompts, n) -> [[Completion | str, ...], ...]`, which is how the engines (or a scripted
+test double) plug in. No caller (`None`) means the deterministic policy. Never imports ray, torch or vllm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from coplay.types import Sample
+
+ChatMessages = list[dict[str, str]]
+
+
+class CallerError(RuntimeError):
+    """A caller that broke its contract (wrong number of completions, wrong types)."""
+
+
+class ModelCaller(Protocol):
+    """Anything that samples completions for the `segment`, `contract` and `curator` adapters."""
+
+    def complete(self, adapter: str, prompts: list[ChatMessages], n: int, max_tokens: int) -> list[list[Sample]]:
+        """n Samples per prompt, in prompt order, each with `completion_text` set."""
+        ...
+
+
+@dataclass
+class Completion:
+    """One sampled completion as an engine reports it."""
+
+    text: str
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    adapter_version: int = 0
+    temperature: float = 1.0
+    finish_reason: str = ""
+
+
+GenerateFn = Callable[[str, list[ChatMessages], int], Sequence[Sequence["Completion | str"]]]
+
+
+class FunctionCaller:
+    """A `ModelCaller` from a function `generate(adapter, prompts, n)`; plain strings are accepted as
+    completions without token ids (a scripted caller). `max_tokens` is passed on when the function takes it."""
+
+    def __init__(self, generate: GenerateFn, pass_max_tokens: bool = False) -> None:
+        self.generate = generate
+        self.pass_max_tokens = pass_max_tokens
+        self.calls: dict[str, int] = {}
+
+    def complete(self, adapter: str, prompts: list[ChatMessages], n: int, max_tokens: int) -> list[list[Sample]]:
+        if not prompts:
+            return []
+        if self.pass_max_tokens:
+            raw = self.generate(adapter, prompts, n, max_tokens)  # type: ignore[call-arg]
+        else:
+            raw = self.generate(adapter, prompts, n)
+        if len(raw) != len(prompts):
+            raise CallerError(f"{adapter}: generate returned {len(raw)} groups for {len(prompts)} prompts")
+        self.calls[adapter] = self.calls.get(adapter, 0) + len(prompts) * n
+        out: list[list[Sample]] = []
+        for group in raw:
+            if len(group) != n:
+                raise CallerError(f"{adapter}: generate returned {len(group)} completions, expected n={n}")
+            out.append([_to_sample(adapter, c) for c in group])
+        return out
+
+
+def _to_sample(adapter: str, completion: Completion | str) -> Sample:
+    if isinstance(completion, str):
+        completion = Completion(text=completion)
+    if not isinstance(completion, Completion):
+        raise CallerError(f"{adapter}: completion of type {type(completion).__name__}; expected Completion or str")
+    return Sample(adapter=adapter, adapter_version=completion.adapter_version, prompt_ids=list(completion.prompt_ids),
+                  completion_ids=list(completion.completion_ids), logprobs=list(completion.logprobs), group_id="",
+                  temperature=completion.temperature, completion_text=completion.text,
+                  finish_reason=completion.finish_reason)
+
+
+def call_adapter(caller: ModelCaller, adapter: str, prompts: list[ChatMessages], n: int, max_tokens: int,
+                 group_prefix: str) -> list[list[Sample]]:
+    """Call and stamp group ids `<prefix>/<adapter>/<i>` and sample ids `<group>/<j>` (deterministic)."""
+    if not prompts:
+        return []
+    groups = caller.complete(adapter, prompts, n, max_tokens)
+    if len(groups) != len(prompts) or any(len(g) != n for g in groups):
+        raise CallerError(f"{adapter}: caller returned {[len(g) for g in groups]} samples for "
+                          f"{len(prompts)} prompts x n={n}")
+    for i, group in enumerate(groups):
+        for j, sample in enumerate(group):
+            if sample.adapter != adapter:
+                raise CallerError(f"caller answered adapter {sample.adapter!r} for a {adapter!r} prompt")
+            sample.group_id = f"{group_prefix}/{adapter}/{i}"
+            sample.sample_id = f"{sample.group_id}/{j}"
+    return groups

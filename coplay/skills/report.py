@@ -1,0 +1,154 @@
+"""The bank report: a terminal table (`coplay bank show RUN_DIR [--game G] [--version V]`) and an HTML page
+(`coplay bank report RUN_DIR`) with each skill's protocol, contract, stats and lineage, the operations of
+every version, and plots of bank size and mean pass rate over versions (matplotlib, embedded as base64 PNG).
+
+rich and matplotlib are imported inside the functions. Never imports ray or torch.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+
+from coplay.runs import RunDir
+from coplay.skills.schema import Bank, BankError, bank_keys, bank_versions, load_bank
+
+
+def _open(run_dir: str | Path | RunDir) -> RunDir:
+    return run_dir if isinstance(run_dir, RunDir) else RunDir(Path(run_dir))
+
+
+def _keys_for(run: RunDir, game: str | None) -> list[str]:
+    keys = bank_keys(run)
+    if game is not None:
+        keys = [k for k in keys if k == game or k.split("/", 1)[0] == game]
+    if not keys:
+        raise BankError(f"{run.root / 'banks'}: no banks{f' for game {game!r}' if game else ''}; "
+                        f"keys on disk: {bank_keys(run)}")
+    return keys
+
+
+def show_bank(run_dir: str | Path | RunDir, game: str | None = None, version: int | None = None) -> str:
+    """The skills of each bank (newest version unless `version`) as text tables."""
+    from rich.console import Console
+    from rich.table import Table
+
+    run = _open(run_dir)
+    console = Console(record=True, width=160, file=io.StringIO())
+    for key in _keys_for(run, game):
+        bank = load_bank(run, key, version)
+        m = bank.metrics
+        table = Table(title=f"bank {key} v{bank.version} (iteration {bank.iteration}): {len(bank.skills)} skills, "
+                            f"held-out pass {m.get('heldout_pass_rate', 0):.0%} vs shuffled "
+                            f"{m.get('shuffled_pass_rate', 0):.0%}, coverage {m.get('coverage', 0):.0%}")
+        for col in ("id", "name", "contract", "preconditions", "success", "uses", "pass", "dur", "last", "v"):
+            table.add_column(col, overflow="fold")
+        for skill in sorted(bank.skills.values(), key=lambda s: int(s.id[1:]) if s.id[1:].isdigit() else 0):
+            st = skill.stats
+            table.add_row(skill.id, skill.name, ", ".join(skill.contract.literals), skill.preconditions,
+                          skill.success, str(st.uses), f"{st.pass_rate:.0%}", f"{st.mean_duration:.1f}",
+                          str(st.last_used), str(skill.version))
+        console.print(table)
+        if bank.operations:
+            console.print("operations: " + "; ".join(
+                f"{op['op']} {op['targets'] or op['new']} -> {op['verdict']}{'' if op['applied'] else ' (not applied)'}"
+                for op in bank.operations))
+    return console.export_text()
+
+
+def _history(run: RunDir, key: str) -> list[Bank]:
+    return [load_bank(run, key, v) for v in bank_versions(run, key)]
+
+
+def _plot(history: list[Bank]) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    versions = [b.version for b in history]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3))
+    ax1.plot(versions, [len(b.skills) for b in history], marker="o")
+    ax1.set_xlabel("version")
+    ax1.set_ylabel("skills")
+    ax1.set_title("bank size")
+    ax2.plot(versions, [b.metrics.get("heldout_pass_rate", 0.0) for b in history], marker="o", label="held-out")
+    ax2.plot(versions, [b.metrics.get("shuffled_pass_rate", 0.0) for b in history], marker="x", label="shuffled")
+    ax2.plot(versions, [b.metrics.get("mean_skill_pass_rate", 0.0) for b in history], marker=".", label="skill stats")
+    ax2.set_ylim(0, 1.05)
+    ax2.set_xlabel("version")
+    ax2.set_title("mean pass rate")
+    ax2.legend(fontsize=7)
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in (ax1, ax2):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax1.yaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80)
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _skill_html(bank: Bank) -> str:
+    e = html.escape
+    rows = []
+    for skill in bank.skills.values():
+        st = skill.stats
+        lineage = "; ".join(f"{x.get('op')} {x.get('parents', [])} @it{x.get('iteration')}" for x in skill.lineage)
+        rows.append(
+            f"<details><summary><b>{e(skill.id)}</b> {e(skill.name)} - {e(skill.summary)}</summary><ul>"
+            f"<li>plan: <ol>{''.join(f'<li>{e(p)}</li>' for p in skill.plan)}</ol></li>"
+            f"<li>preconditions: <code>{e(skill.preconditions)}</code>; success: <code>{e(skill.success)}</code>; "
+            f"abort: <code>{e(skill.abort)}</code> ({e(skill.protocol_source)})</li>"
+            f"<li>contract: add {e(', '.join(skill.contract.add))}; del {e(', '.join(skill.contract.dele))}; "
+            f"n={skill.contract.n}; support {e(str(skill.contract.support))}</li>"
+            f"<li>stats: {st.uses} uses, pass {st.pass_rate:.0%}, reward {st.mean_reward:.3g}, "
+            f"{st.mean_duration:.1f} steps, last used it{st.last_used}; tags {e(str(skill.tags))}</li>"
+            f"<li>version {skill.version}; lineage: {e(lineage)}</li></ul></details>")
+    return "\n".join(rows) or "<p>(no skills)</p>"
+
+
+def _operations_html(history: list[Bank]) -> str:
+    e = html.escape
+    rows = []
+    for bank in history:
+        for op in bank.operations:
+            rows.append(f"<tr><td>v{bank.version}</td><td>{e(op['op'])}</td><td>{e(', '.join(op['targets']))}</td>"
+                        f"<td>{e(', '.join(op['new']))}</td><td>{e(str(op['verdict']))}</td>"
+                        f"<td>{'yes' if op['applied'] else 'no'}</td>"
+                        f"<td><code>{e(str(op.get('evidence', {}))[:300])}</code></td></tr>")
+    head = "<tr><th>version</th><th>op</th><th>targets</th><th>new</th><th>verdict</th><th>applied</th><th>evidence</th></tr>"
+    return f"<table>{head}{''.join(rows)}</table>" if rows else "<p>(no operations)</p>"
+
+
+def bank_report_html(run_dir: str | Path | RunDir) -> str:
+    """The report page as a string (the run report embeds it as a section)."""
+    run = _open(run_dir)
+    sections = []
+    for key in _keys_for(run, None):
+        history = _history(run, key)
+        latest = history[-1]
+        m = latest.metrics
+        sections.append(
+            f"<h2>{html.escape(key)} - v{latest.version}, {len(latest.skills)} skills</h2>"
+            f"<p>held-out pass rate {m.get('heldout_pass_rate', 0):.1%}, shuffled {m.get('shuffled_pass_rate', 0):.1%}, "
+            f"coverage {m.get('coverage', 0):.1%}, quality {m.get('quality', 0):.3f}</p>"
+            f"<img alt='bank size and pass rate over versions' src='data:image/png;base64,{_plot(history)}'/>"
+            f"<h3>Skills</h3>{_skill_html(latest)}<h3>Operations per version</h3>{_operations_html(history)}")
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse;font-size:12px}"
+             "td,th{border:1px solid #ccc;padding:2px 6px}code{font-size:12px}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>coplay skill banks</title>"
+            f"<style>{style}</style></head><body><h1>Skill banks of {html.escape(str(run.root))}</h1>"
+            f"{''.join(sections)}</body></html>")
+
+
+def write_bank_report(run_dir: str | Path | RunDir) -> Path:
+    """Write `bank_report.html` in the run folder and return its path."""
+    from coplay.atomic import write_bytes_atomic
+
+    run = _open(run_dir)
+    return write_bytes_atomic(run.root / "bank_report.html", bank_report_html(run).encode())

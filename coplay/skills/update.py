@@ -1,0 +1,186 @@
+"""`update_bank`: the one entry point of the skill-bank agent (DESIGN.md §4).
+
+Trajectories -> boundary proposal -> segmentation (DP; the `segment` adapter on close calls) -> usage stats
+and contract evidence -> maintenance proposals (curated; verdicts applied) -> protocols of new skills (the
+`contract` adapter) -> a new bank version measured on held-out trajectories. The input bank is never changed:
+the previous version stays as it was (and on disk, `save_bank` never overwrites a version).
+Standard library only; never imports ray or torch.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from coplay.config import SkillBankConfig
+from coplay.skills.boundaries import propose_boundaries
+from coplay.skills.caller import ModelCaller
+from coplay.skills.contracts import instance_passes, update_base_rates
+from coplay.skills.heldout import evaluate_bank, segment_all
+from coplay.skills.maintenance import enforce_size, propose_operations, tag_counts
+from coplay.skills.model_rounds import contract_round, curator_round, segment_round
+from coplay.skills.schema import Bank, BankError, Instance, bank_key_for
+from coplay.skills.segmentation import NEW, Segment, segment_trajectory, skill_profiles
+from coplay.types import Sample, Trajectory
+
+DEFAULT_MAX_TOKENS = {"segment": 64, "contract": 256, "curator": 32}
+
+
+def check_trajectories(bank: Bank, trajectories: Sequence[Trajectory], counts: Counter[str]) -> list[Trajectory]:
+    """Trajectories this bank may learn from. Another game's (or side's) trajectory is a `BankError`
+    naming it; an empty one is skipped and counted."""
+    usable = []
+    for traj in trajectories:
+        key = bank_key_for(traj.game, traj.seat, traj.role)
+        if key != bank.bank_key:
+            raise BankError(f"trajectory {traj.episode_id!r} (game {traj.game!r}, seat {traj.seat!r}, role "
+                            f"{traj.role!r}) belongs to bank {key!r}, not to bank {bank.bank_key!r}")
+        if not traj.steps:
+            counts["empty_trajectories"] += 1
+            continue
+        counts["steps_without_features"] += sum(1 for s in traj.steps if not s.features_before or not s.features_after)
+        usable.append(traj)
+    return usable
+
+
+def update_vocabulary(bank: Bank, trajectories: Sequence[Trajectory]) -> None:
+    """Feature names and kinds seen so far (expressions are validated against them)."""
+    for traj in trajectories:
+        for step in traj.steps:
+            for view in (step.features_before, step.features_after):
+                for name, value in view.items():
+                    if name not in bank.features:
+                        bank.features[name] = "bool" if isinstance(value, bool) else "number"
+    bank.features = dict(sorted(bank.features.items()))
+
+
+def split_heldout(trajectories: Sequence[Trajectory], every: int) -> tuple[list[Trajectory], list[Trajectory], bool]:
+    """(train, held-out, held-out is train): every `every`-th trajectory by episode id is held out (at least
+    one when there are two or more); a single trajectory serves as both."""
+    ordered = sorted(trajectories, key=lambda t: t.episode_id)
+    if len(ordered) < 2:
+        return ordered, ordered, True
+    held = [t for i, t in enumerate(ordered) if i % every == every - 1] or [ordered[-1]]
+    held_ids = {t.episode_id for t in held}
+    return [t for t in ordered if t.episode_id not in held_ids], held, False
+
+
+def record_usage(bank: Bank, segments: Sequence[Segment], cfg: SkillBankConfig, iteration: int,
+                 counts: Counter[str]) -> None:
+    """Fold this update's labelled segments into skill stats and evidence; NEW ones into the pending pool."""
+    by_skill: dict[str, list[Instance]] = {}
+    for seg in segments:
+        inst = seg.instance(iteration)
+        if seg.label == NEW:
+            bank.pending.append(inst)
+            counts["new_segments"] += 1
+        else:
+            by_skill.setdefault(seg.label, []).append(inst)
+            counts["skill_segments"] += 1
+    bank.pending = bank.pending[-cfg.pending_limit:]
+    for skill_id in sorted(by_skill):
+        skill, instances = bank.get(skill_id), by_skill[skill_id]
+        stats, k = skill.stats, len(instances)
+        n = stats.uses + k
+        stats.mean_reward = (stats.mean_reward * stats.uses + sum(i.reward for i in instances)) / n
+        stats.mean_duration = (stats.mean_duration * stats.uses + sum(i.duration for i in instances)) / n
+        stats.successes += sum(instance_passes(skill.contract.literals, i.effects, cfg.pass_threshold)
+                               for i in instances)
+        stats.uses, stats.last_used = n, iteration
+        for tag, c in tag_counts(instances).items():
+            skill.tags[tag] = skill.tags.get(tag, 0) + c
+        skill.evidence = (skill.evidence + instances)[-cfg.evidence_limit:]
+
+
+def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCaller | None, cfg: SkillBankConfig,
+                iteration: int, max_tokens: Mapping[str, int] | None = None) -> tuple[Bank, list[Sample], dict[str, Any]]:
+    """One bank update on a shard of trajectories of this bank's key.
+
+    Returns the next bank version, the Samples of the `segment`, `contract` and `curator` adapters (rewards
+    filled; empty without a model) and a report of counts and held-out figures. With `caller=None` (or
+    `cfg.use_model` off) the deterministic policy decides: DP labels stand, every proposal is applied and
+    the deterministic protocols stand.
+    """
+    tokens = {**DEFAULT_MAX_TOKENS, **(max_tokens or {})}
+    counts: Counter[str] = Counter()
+    usable = check_trajectories(bank, trajectories, counts)
+    model = caller if cfg.use_model else None
+    work = bank.copy()
+    work.operations = []
+    update_vocabulary(work, usable)
+    train, heldout, heldout_is_train = split_heldout(usable, cfg.heldout_every)
+
+    known = set(bank.skills)
+    boundaries: dict[str, list[int]] = {}
+    for traj in usable:
+        found = propose_boundaries(traj.steps, cfg.boundary_radius, cfg.boundary_threshold, known)
+        boundaries[traj.episode_id] = found.positions
+        counts["boundary_candidates"] += found.scored
+        counts["boundaries_after_merge"] += found.merged
+        counts["boundaries_kept"] += len(found.positions)
+        counts["unknown_skill_ids"] += found.unknown_skill_ids
+
+    prior = cfg.duration_prior.get(work.game, 5.0)
+    profiles = skill_profiles(work, prior)
+    segments = {t.episode_id: segment_trajectory(t, boundaries[t.episode_id], work, prior, cfg.new_skill_penalty,
+                                                 cfg.literal_window, cfg.max_segment_len, profiles) for t in train}
+    flat = [s for segs in segments.values() for s in segs]
+    work.literal_counts, work.segments_seen, trivial = update_base_rates(
+        work.literal_counts, work.segments_seen, [s.effects for s in flat], cfg.trivial_literal_rate)
+    heldout_before = evaluate_bank(work, heldout, boundaries, cfg, shuffle_seed=None)
+
+    samples: list[Sample] = []
+    if model is not None:
+        samples += segment_round(model, work, train, segments, heldout_before, cfg, iteration, tokens["segment"],
+                                 counts)
+    record_usage(work, flat, cfg, iteration, counts)
+
+    proposals = propose_operations(work, cfg, iteration, trivial)
+    counts["proposals"] += len(proposals)
+
+    def quality(candidate: Bank) -> float:
+        return evaluate_bank(candidate, heldout, boundaries, cfg, shuffle_seed=None).quality
+
+    work, curator_samples, records = curator_round(model, work, proposals, cfg, iteration, tokens["curator"],
+                                                   quality, counts)
+    samples += curator_samples
+    for evicted in enforce_size(work, cfg.max_skills):
+        records.append({"op": "evict", "targets": [evicted], "new": [], "evidence": {"max_skills": cfg.max_skills},
+                        "verdict": "size bound", "applied": True})
+        counts["evicted"] += 1
+
+    changed = sorted({sid for r in records if r["applied"] for sid in r["new"] if sid in work.skills})
+    if model is not None and changed:
+        interim = evaluate_bank(work, heldout, boundaries, cfg, shuffle_seed=None)
+        held_effects: dict[str, list[frozenset[str]]] = {}
+        for seg in interim.segments:
+            held_effects.setdefault(seg.label, []).append(seg.effects)
+        samples += contract_round(model, work, changed, held_effects, cfg, iteration, tokens["contract"], counts)
+
+    final = evaluate_bank(work, heldout, boundaries, cfg, shuffle_seed=iteration)
+    work.version, work.iteration = bank.version + 1, iteration
+    work.operations = records
+    skill_rates = [s.stats.pass_rate for s in work.skills.values() if s.stats.uses]
+    work.metrics = {
+        **final.summary(), "size": len(work.skills), "heldout_is_train": heldout_is_train,
+        "mean_skill_pass_rate": round(sum(skill_rates) / len(skill_rates), 4) if skill_rates else 0.0,
+        "trivial_literals": sorted(trivial), "per_skill_heldout": final.per_skill,
+    }
+    report: dict[str, Any] = {
+        "bank_key": work.bank_key, "version": work.version, "iteration": iteration,
+        "trajectories": len(usable), "train_trajectories": len(train), "heldout_trajectories": len(heldout),
+        "steps": sum(len(t.steps) for t in usable), "model": model is not None,
+        **dict(sorted(counts.items())), **work.metrics,
+        "operations": [{k: r[k] for k in ("op", "targets", "new", "verdict", "applied")} for r in records],
+        "samples": dict(Counter(s.adapter for s in samples)),
+    }
+    return work, samples, report
+
+
+def segment_with_bank(bank: Bank, trajectory: Trajectory, cfg: SkillBankConfig) -> list[Segment]:
+    """The deterministic segmentation of one trajectory under a bank (for labelling teacher data)."""
+    counts: Counter[str] = Counter()
+    check_trajectories(bank, [trajectory], counts)
+    found = propose_boundaries(trajectory.steps, cfg.boundary_radius, cfg.boundary_threshold, set(bank.skills))
+    return segment_all([trajectory], {trajectory.episode_id: found.positions}, bank, cfg)

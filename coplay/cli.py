@@ -85,12 +85,15 @@ def _add_eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", default=None, help="with --compare: also write the rows to this JSON file")
     p.add_argument("--policy", default="model", help="who is evaluated: expert | random | base (the model without "
                    "adapters) | model (RUN_DIR's adapters) | openai (rollout.opponents.openai_*); default model")
-    p.add_argument("--opponents", default="expert",
-                   help="other seats of Avalon and Diplomacy: expert | random | self | base | openai (default expert)")
+    p.add_argument("--opponents", default=None,
+                   help="other seats of Avalon and Diplomacy: expert | random | self | base | openai "
+                        "(default: loop.eval_opponents)")
     p.add_argument("--step", type=int, default=None, help="--policy model: the learner step (default: newest)")
     p.add_argument("--games", default=None, help="comma-separated game keys (default: the config's games)")
-    p.add_argument("--episodes", type=int, default=16, help="episodes per single-player game (protocol: 16)")
-    p.add_argument("--episodes-per-seat", type=int, default=10, help="Avalon/Diplomacy episodes per seat (10)")
+    p.add_argument("--episodes", type=int, default=None,
+                   help="episodes per single-player game (default: loop.eval_episodes_single, 16)")
+    p.add_argument("--episodes-per-seat", type=int, default=None,
+                   help="Avalon/Diplomacy episodes per seat (default: loop.eval_episodes_per_seat, 10)")
     p.add_argument("--max-steps", type=int, default=None, help="cap on decisions per episode (default: horizon)")
     p.add_argument("--out", default=None, help="folder for <name>.json/.md (default: RUN_DIR/eval or runs/eval)")
     p.add_argument("--name", default=None, help="file name stem (default: the policy)")

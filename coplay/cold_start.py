@@ -6,6 +6,7 @@ deterministic bank decisions recorded while seeding."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from coplay.agent.openai_player import OpenAIEndpoint
@@ -68,8 +69,9 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
                 game_examples, teacher_counts[game] = openai_teacher(cfg, game, game_examples)
             examples += game_examples
         examples = cap_per_adapter(examples + system.bank_teacher_examples(), cfg.sft.max_examples_per_adapter)
+        started = time.perf_counter()
         report["sft"] = system.learner.sft(examples, cfg.sft.epochs, cfg.sft.lr)
-        report["sft"]["examples"] = {a: sum(e.adapter == a for e in examples) for a in ADAPTER_NAMES}
+        report["sft_seconds"] = time.perf_counter() - started
         if teacher_counts:
             report["sft"]["openai_teacher"] = teacher_counts
         versions.update(system.publish(sorted({e.adapter for e in examples}), learner_step=0))

@@ -40,6 +40,10 @@ class TinyModelConfig(Section):
     head_dim: int = Field(32, ge=32, description="vLLM's CPU attention needs head sizes 32, 64, 80, ...")
     intermediate_size: int = Field(128, ge=8)
     max_position_embeddings: int = Field(8192, ge=256)
+    output_init_std: float = Field(
+        0.25, gt=0.0,
+        description="std of the output projection's random weights; with the usual 0.02 and hidden 64 no logit "
+                    "margin can exceed about 1, so no adapter could make the tiny model's answers peaked")
     cache_dir: str | None = Field(None, description="default: $XDG_CACHE_HOME/coplay or ~/.cache/coplay")
 
 

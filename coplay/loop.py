@@ -20,7 +20,7 @@ from coplay.metrics_log import MetricsLog
 from coplay.runs import RunDir
 from coplay.schedule import VersionLedger, bank_version_for, policy_step_for
 from coplay.security import ray_init_kwargs
-from coplay.summaries import iteration_record
+from coplay.summaries import iteration_record, reward_parts
 
 
 def train(cfg: CoplayConfig) -> Path:
@@ -43,11 +43,14 @@ def train(cfg: CoplayConfig) -> Path:
             versions, bank_versions = ledger.at(policy_step_for(k, s)), banks[bank_version_for(k)]
             frozen = sorted({v["act"] for v in ledger.steps.values()} - {versions["act"]})
             system.sync(versions, frozen, bank_versions)
+            t_sync = time.perf_counter()
             rollouts = system.launch(k, iteration_plans(cfg, k, versions, frozen, bank_version_for(k)))
             bank_future = system.bank_update(k - 1, data[k - 1][3], versions) if k > 1 else None
             train_metrics = train_step(system, cfg, ledger, data, k - 1) if s >= 1 and k > 1 else {}
             trajectories, shards, stats = system.collect(rollouts)
+            t_collected = time.perf_counter()
             bank = ray.get(bank_future) if bank_future is not None else {"versions": {}, "samples": [], "reports": []}
+            stats.update(sync_s=t_sync - t0, bank_wait_s=time.perf_counter() - t_collected, bank_s=bank.get("seconds", 0.0))
             banks[k - 1] = {**banks[max(banks)], **bank["versions"]} if k > 1 else banks[0]
             data[k] = (trajectories, bank["samples"], bank_versions, shards)
             if s == 0:
@@ -62,7 +65,7 @@ def train(cfg: CoplayConfig) -> Path:
         if s >= 1:  # the last iteration's samples still train, so every episode lands in training once
             final = train_step(system, cfg, ledger, data, cfg.loop.iterations)
             final["checkpoint"] = checkpoint(system, cfg.loop.iterations, ledger.steps, banks)
-            log.log(cfg.loop.iterations + 1, {"final_train": final})
+            log.log(cfg.loop.iterations + 1, {"final_train": final, "reward_parts": final["reward_parts"]})
         newest = ledger.at(ledger.latest_step)  # every worker ends on the newest versions, acknowledged
         system.sync(newest, [], banks[max(banks)])
         log.log(cfg.loop.iterations + 1, {"final_versions": newest, "final_bank_versions": banks[max(banks)],
@@ -80,5 +83,6 @@ def train_step(system: System, cfg: CoplayConfig, ledger: VersionLedger, data: d
     samples, advantages = training_batch(cfg, trajectories, system.banks_for(bank_versions), bank_samples)
     metrics = system.train(samples, advantages)
     metrics["nonzero_advantages"] = nonzero_advantages(samples, advantages)
+    metrics["reward_parts"] = reward_parts(samples)
     ledger.record(j, metrics["published"])
     return metrics

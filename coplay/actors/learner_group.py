@@ -18,6 +18,14 @@ from coplay.config import CoplayConfig
 from coplay.types import Sample
 
 
+def actor_gpus(configured: float | None) -> float:
+    """GPUs per actor: as configured, else one when the cluster has GPUs (a real cluster's resources are
+    only known once connected), else none."""
+    if configured is not None:
+        return configured
+    return 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
+
+
 class LearnerRankImpl:
     """One rank: the process-group environment, then a `Learner`."""
 
@@ -39,9 +47,17 @@ class LearnerRankImpl:
                 "trained_tokens": metrics.trained_tokens, "versions": dict(self.learner.versions)}
 
     def sft(self, examples: list[Any], epochs: int, lr: float) -> dict[str, Any]:
-        from coplay.learn.sft import sft_train
+        """Cold-start SFT of every adapter that has examples; per adapter the first and last batch loss."""
+        from coplay.learn.sft import run_sft
 
-        return sft_train(self.learner, examples, epochs=epochs, lr=lr)
+        report = {}
+        for adapter in self.learner.adapter_names:
+            mine = [e for e in examples if e.adapter == adapter]
+            if mine:
+                losses = run_sft(self.learner, adapter, mine, epochs=epochs, lr=lr, seed=self.cfg.seeds.run)
+                report[adapter] = {"examples": len(mine), "batches": len(losses), "first_loss": losses[0],
+                                   "last_loss": losses[-1]}
+        return report
 
     def export(self, adapters: list[str]) -> dict[str, tuple[dict[str, bytes], str, int]]:
         """Bundles (files, bundle sha256, version) of the given adapters at their current versions.
@@ -88,8 +104,8 @@ class LearnerGroup:
         from coplay.learn.distributed import free_port
 
         world = cfg.learner.ranks
-        gpus = 1 if (cfg.cluster.num_gpus or 0) > 0 else 0
-        self.pg = placement_group([{"CPU": 1, **({"GPU": 1} if gpus else {})}] * world, strategy="PACK")
+        gpus = actor_gpus(cfg.cluster.learner_rank_gpus)
+        self.pg = placement_group([{"CPU": 1, **({"GPU": gpus} if gpus else {})}] * world, strategy="PACK")
         ray.get(self.pg.ready())
         master = ray.util.get_node_ip_address() if cfg.cluster.address else "127.0.0.1"
         port = free_port()

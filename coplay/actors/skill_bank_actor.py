@@ -6,6 +6,7 @@ bank version to the ArtifactStore (DESIGN.md §6). The bank logic is `coplay.ski
 from __future__ import annotations
 
 import json
+import time
 from collections import deque
 from typing import Any
 
@@ -62,7 +63,9 @@ class SkillBankImpl:
 
     def update(self, iteration: int, engine_names: dict[str, str | None]) -> dict[str, Any]:
         """Drain the queue: one bank update per bank key found in the queued shards, each published as the
-        next version. Returns {bank_key: version}, the bank adapters' Samples (rewards set) and reports."""
+        next version. Returns {bank_key: version}, the bank adapters' Samples (rewards set), reports and the
+        seconds the update took."""
+        started = time.perf_counter()
         by_key: dict[str, list[Trajectory]] = {}
         skipped = 0
         while self.queue:
@@ -88,7 +91,8 @@ class SkillBankImpl:
             samples += new_samples
             reports.append({**report, "skipped_trajectories": skipped})
         self.reports += reports
-        return {"versions": versions, "samples": samples, "reports": reports}
+        return {"versions": versions, "samples": samples, "reports": reports,
+                "seconds": time.perf_counter() - started}
 
     def seed_banks(self, trajectories: list[Trajectory], iteration: int = 0) -> dict[str, int]:
         """Build the initial banks deterministically from teacher trajectories (the expert bots'):

@@ -14,7 +14,7 @@ from typing import Any
 import ray
 
 from coplay.actors.artifact_store import ArtifactStore
-from coplay.actors.learner_group import LearnerGroup
+from coplay.actors.learner_group import LearnerGroup, actor_gpus
 from coplay.actors.rollout_worker import RolloutWorker
 from coplay.actors.skill_bank_actor import SkillBankActor
 from coplay.config import CoplayConfig
@@ -41,7 +41,7 @@ class System:
         dump = cfg.model_dump(mode="json")
         restarts = cfg.cluster.max_restarts
         self.store = ArtifactStore.remote(str(run.root), cfg.cluster.artifact_max_failures)
-        gpu = 1 if (cfg.cluster.num_gpus or 0) > 0 else 0
+        gpu = actor_gpus(cfg.cluster.rollout_worker_gpus)
         self.workers = [RolloutWorker.options(num_cpus=1, num_gpus=gpu, max_restarts=restarts, max_concurrency=8,
                                               max_task_retries=0).remote(i, dump, self.store)
                         for i in range(cfg.rollout.workers)]
@@ -115,7 +115,7 @@ class System:
             path.write_bytes(result["shard"])
             shards.append(result["shard"])
             trajectories += decode_shard(result["shard"], str(path)).trajectories
-            for key in ("generated_tokens", "steps", "invalid_actions", "parse_errors", "model_calls"):
+            for key in ("generated_tokens", "steps", "invalid_actions", "parse_errors", "model_calls", "env_ns"):
                 stats[key] = stats.get(key, 0) + result.get(key, 0)
         return trajectories, shards, stats
 

@@ -24,7 +24,7 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-_BUILD_FORMAT = 1  # bump when the build recipe changes, so old cache entries are not reused
+_BUILD_FORMAT = 2  # bump when the build recipe changes, so old cache entries are not reused
 
 
 def default_cache_dir() -> Path:
@@ -90,6 +90,7 @@ def _build(cfg: TinyModelConfig, out: Path) -> None:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         model = Qwen3ForCausalLM(config)
+        torch.nn.init.normal_(model.lm_head.weight, std=cfg.output_init_std)
     model.generation_config.eos_token_id = config.eos_token_id
     model.generation_config.pad_token_id = config.pad_token_id
     model.save_pretrained(out, safe_serialization=True)

@@ -11,6 +11,7 @@ own record. No ray, no torch.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -134,16 +135,25 @@ def _role(info: dict[str, Any], seat: str) -> str:
     return str(view.get("role")) if isinstance(view, dict) and view.get("role") else seat
 
 
+def _timed(ctx: RunnerContext, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call an env method and add its wall time to `ctx.counters["env_ns"]` (the e2e time split's env part)."""
+    start = time.perf_counter_ns()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        ctx.counters["env_ns"] = ctx.counters.get("env_ns", 0) + time.perf_counter_ns() - start
+
+
 async def _play_gymnasium(ctx: RunnerContext, plan: EpisodePlan) -> list[Trajectory]:
     from coplay_envs import make_env
 
     env = make_env(plan.game, **plan.env_kwargs)
-    obs, info = env.reset(seed=plan.seed)
+    obs, info = _timed(ctx, env.reset, seed=plan.seed)
     seat = _Seat(ctx, plan, "player_0", "player")
     done = False
     while not done and (plan.max_steps is None or len(seat.traj.steps) < plan.max_steps):
         action = await seat.act(obs, info)
-        obs, reward, terminated, truncated, info = env.step(action)
+        obs, reward, terminated, truncated, info = _timed(ctx, env.step, action)
         seat.close(reward, info)
         done = terminated or truncated
         seat.traj.terminated, seat.traj.truncated = bool(terminated), bool(truncated)
@@ -156,7 +166,7 @@ async def _play_aec(ctx: RunnerContext, plan: EpisodePlan) -> list[Trajectory]:
     from coplay_envs import make_env
 
     env = make_env(plan.game, **plan.env_kwargs)
-    env.reset(seed=plan.seed)
+    _timed(ctx, env.reset, seed=plan.seed)
     seats: dict[str, _Seat] = {}
     decisions = 0
     for agent in env.agent_iter():
@@ -168,11 +178,12 @@ async def _play_aec(ctx: RunnerContext, plan: EpisodePlan) -> list[Trajectory]:
         if terminated or truncated:
             seat.traj.terminated, seat.traj.truncated = bool(terminated), bool(truncated)
             seat.traj.score = float(info.get("score", seat.traj.score))
-            env.step(None)
+            _timed(ctx, env.step, None)
             continue
         if plan.max_steps is not None and decisions >= plan.max_steps:
             break
-        env.step(await seat.act(obs, info))
+        action = await seat.act(obs, info)
+        _timed(ctx, env.step, action)
         decisions += 1
     for agent, seat in seats.items():
         if not (seat.traj.terminated or seat.traj.truncated):
@@ -186,13 +197,13 @@ async def _play_parallel(ctx: RunnerContext, plan: EpisodePlan) -> list[Trajecto
     from coplay_envs import make_env
 
     env = make_env(plan.game, **plan.env_kwargs)
-    observations, infos = env.reset(seed=plan.seed)
+    observations, infos = _timed(ctx, env.reset, seed=plan.seed)
     seats = {a: _Seat(ctx, plan, a, _role(infos.get(a, {}), a)) for a in env.possible_agents}
     rounds = 0
     while env.agents and (plan.max_steps is None or rounds < plan.max_steps):
         live = list(env.agents)
         actions = await asyncio.gather(*(seats[a].act(observations[a], infos[a]) for a in live))
-        observations, rewards, terms, truncs, infos = env.step(dict(zip(live, actions, strict=True)))
+        observations, rewards, terms, truncs, infos = _timed(ctx, env.step, dict(zip(live, actions, strict=True)))
         for a in live:
             seats[a].close(rewards.get(a, 0.0), infos.get(a, {}))
             seats[a].traj.terminated = bool(terms.get(a, False))

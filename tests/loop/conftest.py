@@ -25,8 +25,8 @@ def tiny_loop_overrides(out_dir: str, cache_dir: str) -> list[str]:
         "rollout.concurrent_episodes=8", "rollout.retrieve_every=2",
         "sampling.max_tokens={act: 24, retrieve: 8, segment: 24, contract: 96, curator: 8}",
         "engine.max_model_len=2048", "engine.max_num_seqs=16", "engine.enforce_eager=true", "engine.dtype=float32",
-        "sft.episodes_per_game=16", "sft.max_steps=40", "sft.max_examples_per_adapter=96", "sft.epochs=2", "sft.lr=1e-3",
+        "sft.episodes_per_game=16", "sft.max_steps=40", "sft.max_examples_per_adapter=96", "sft.epochs=8", "sft.lr=1e-2",
         "learner.backend=deepspeed", "learner.zero_stage=2", "learner.lr=1e-3", "learner.micro_batch_size=8",
-        "loop.iterations=2", "loop.staleness=1", "loop.eval_every=0", "loop.checkpoint_every=2",
+        "sampling.temperature=0.7", "loop.iterations=2", "loop.staleness=1", "loop.eval_every=0", "loop.checkpoint_every=2",
         "skill_bank.group_size=2", "cluster.num_cpus=2", "logging.console=false",
     ]

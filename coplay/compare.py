@@ -1,0 +1,166 @@
+"""`coplay eval --compare A.json B.json`: two evaluations (coplay.eval.write_eval files) side by side.
+
+For each game both evaluated: the mean score of A and of B with their 95% t-intervals, the difference B − A
+with a Welch 95% interval (the standard deviations are recovered from the stored t-intervals), whether the
+two intervals overlap, and whether the difference's interval excludes 0. Avalon win rates (per side, per role)
+use the Wilson intervals stored in the files and Newcombe's hybrid score interval for the difference of two
+rates (Newcombe 1998, method 10); Diplomacy adds one row per power. Non-overlapping 95% intervals imply a
+significant difference; overlapping ones do not imply its absence, hence both columns.
+numpy/scipy + coplay.stats only; never imports ray, torch or the engines.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One row: a figure (mean score or win rate) of A and of B, their intervals and the difference B − A."""
+
+    game: str
+    group: str  # "score", "power:FRANCE", "win:side:good", ...
+    n_a: int
+    value_a: float
+    ci_a: tuple[float, float]
+    n_b: int
+    value_b: float
+    ci_b: tuple[float, float]
+    difference: float
+    difference_ci: tuple[float, float] | None  # None when a side has fewer than 2 episodes
+    overlap: bool
+
+    @property
+    def difference_excludes_zero(self) -> bool | None:
+        if self.difference_ci is None:
+            return None
+        return self.difference_ci[0] > 0 or self.difference_ci[1] < 0
+
+
+def intervals_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Closed intervals share at least one point."""
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def t_quantile(df: float, confidence: float = CONFIDENCE) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(0.5 + confidence / 2, df))
+
+
+def std_from_t_interval(n: int, ci_low: float, ci_high: float, confidence: float = CONFIDENCE) -> float:
+    """The sample standard deviation behind a Student-t interval: half = t(n−1) · s / √n."""
+    if n < 2:
+        return 0.0
+    return (ci_high - ci_low) / 2 * math.sqrt(n) / t_quantile(n - 1, confidence)
+
+
+def welch_df(s_a: float, n_a: int, s_b: float, n_b: int) -> float:
+    """Welch–Satterthwaite degrees of freedom."""
+    va, vb = s_a * s_a / n_a, s_b * s_b / n_b
+    return (va + vb) ** 2 / (va * va / (n_a - 1) + vb * vb / (n_b - 1))
+
+
+def welch_interval(mean_a: float, s_a: float, n_a: int, mean_b: float, s_b: float, n_b: int,
+                   confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """Interval for mean_b − mean_a without assuming equal variances; None when a side has n < 2."""
+    if n_a < 2 or n_b < 2:
+        return None
+    d = mean_b - mean_a
+    se = math.sqrt(s_a * s_a / n_a + s_b * s_b / n_b)
+    if se == 0.0:
+        return d, d
+    half = t_quantile(welch_df(s_a, n_a, s_b, n_b), confidence) * se
+    return d - half, d + half
+
+
+def newcombe_interval(rate_a: float, ci_a: tuple[float, float], rate_b: float,
+                      ci_b: tuple[float, float]) -> tuple[float, float]:
+    """Interval for rate_b − rate_a from the two Wilson intervals (Newcombe's method 10)."""
+    d = rate_b - rate_a
+    low = d - math.sqrt((rate_b - ci_b[0]) ** 2 + (ci_a[1] - rate_a) ** 2)
+    high = d + math.sqrt((ci_b[1] - rate_b) ** 2 + (rate_a - ci_a[0]) ** 2)
+    return max(-1.0, low), min(1.0, high)
+
+
+def _mean_row(game: str, group: str, a: dict[str, Any], b: dict[str, Any]) -> Comparison:
+    ci_a, ci_b = (a["ci_low"], a["ci_high"]), (b["ci_low"], b["ci_high"])
+    s_a, s_b = std_from_t_interval(a["n"], *ci_a), std_from_t_interval(b["n"], *ci_b)
+    return Comparison(game, group, a["n"], a["mean"], ci_a, b["n"], b["mean"], ci_b, b["mean"] - a["mean"],
+                      welch_interval(a["mean"], s_a, a["n"], b["mean"], s_b, b["n"]), intervals_overlap(ci_a, ci_b))
+
+
+def _rate_row(game: str, group: str, a: dict[str, Any], b: dict[str, Any]) -> Comparison:
+    ci_a, ci_b = tuple(a["ci95"]), tuple(b["ci95"])
+    return Comparison(game, f"win:{group}", a["n"], a["rate"], ci_a, b["n"], b["rate"], ci_b, b["rate"] - a["rate"],
+                      newcombe_interval(a["rate"], ci_a, b["rate"], ci_b), intervals_overlap(ci_a, ci_b))
+
+
+def compare_results(a: dict[str, Any], b: dict[str, Any]) -> list[Comparison]:
+    """Rows for every game (and win-rate group, Diplomacy power) present in both results."""
+    rows = []
+    for game in sorted(set(a) & set(b)):
+        rows.append(_mean_row(game, "score", a[game]["score"], b[game]["score"]))
+        for power in sorted(set(a[game].get("per_power", {})) & set(b[game].get("per_power", {}))):
+            rows.append(_mean_row(game, f"power:{power}", a[game]["per_power"][power], b[game]["per_power"][power]))
+        for group in sorted(set(a[game].get("win_rate", {})) & set(b[game].get("win_rate", {}))):
+            rows.append(_rate_row(game, group, a[game]["win_rate"][group], b[game]["win_rate"][group]))
+    return rows
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read an evaluation ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
+        raise ValueError(f"{path}: expected {{'meta': ..., 'results': {{game: ...}}}} as written by coplay eval")
+    return data
+
+
+def _interval(ci: tuple[float, float] | None) -> str:
+    return "n/a (n < 2)" if ci is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
+def comparison_table(rows: list[Comparison], name_a: str, name_b: str) -> str:
+    """The side-by-side view as text (a rich table)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"A = {name_a}   B = {name_b}   (95% intervals)")
+    for col in ("game", "figure", "n A", "A", "A 95% CI", "n B", "B", "B 95% CI", "B − A", "95% CI of B − A",
+                "CIs overlap", "B − A ≠ 0"):
+        table.add_column(col, justify="left" if col in ("game", "figure") else "right")
+    for r in rows:
+        excludes = r.difference_excludes_zero
+        table.add_row(r.game, r.group, str(r.n_a), f"{r.value_a:.2f}", _interval(r.ci_a), str(r.n_b),
+                      f"{r.value_b:.2f}", _interval(r.ci_b), f"{r.difference:+.2f}", _interval(r.difference_ci),
+                      "yes" if r.overlap else "no", "n/a" if excludes is None else ("yes" if excludes else "no"))
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(table)
+    return console.export_text()
+
+
+def compare_files(path_a: str | Path, path_b: str | Path, out: str | Path | None = None) -> tuple[str, list[Comparison]]:
+    """Load two evaluation files, compare them, optionally write the rows as JSON to `out`."""
+    a, b = _load(Path(path_a)), _load(Path(path_b))
+    rows = compare_results(a["results"], b["results"])
+    if not rows:
+        raise ValueError(f"{path_a} and {path_b} share no game: {sorted(a['results'])} vs {sorted(b['results'])}")
+    text = comparison_table(rows, str(path_a), str(path_b))
+    only = sorted(set(a["results"]) ^ set(b["results"]))
+    if only:
+        text += f"games in only one of the two files (not compared): {', '.join(only)}\n"
+    if out is not None:
+        from coplay.atomic import write_json_atomic
+
+        write_json_atomic(Path(out), {"a": str(path_a), "b": str(path_b), "meta_a": a.get("meta", {}),
+                                      "meta_b": b.get("meta", {}), "rows": [asdict(r) for r in rows]})
+    return text, rows

@@ -1,0 +1,92 @@
+"""Turning samples with advantages into per-rank micro-batches of tensors for the GRPO loss.
+
+Every rank sees the whole learner-step batch and takes items i ≡ rank (mod world). Loss weights are computed
+over the *whole* batch of an adapter (see `grpo.aggregation_weights`), so the per-rank, per-micro-batch
+losses add up to exactly the single-process loss. Every rank runs the same number of micro-batches per
+adapter (ZeRO-3 gathers and reduce-scatters inside forward/backward, so the calls must pair up across
+ranks); a rank with fewer items pads with a copy of an item whose weight is 0. Imports torch only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from coplay.learn.grpo import aggregation_weights
+from coplay.learn.logprobs import TokenBatch, make_token_batch
+from coplay.types import Sample
+
+
+@dataclass
+class TrainItem:
+    """One sample as the learner trains on it."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    behaviour_logprobs: list[float]
+    temperature: float
+    advantage: float
+    weight: float = 0.0  # per-token loss weight, set over the whole batch
+
+
+@dataclass
+class MicroBatch:
+    """Tensors of one micro-batch (all [B] or [B, C])."""
+
+    tokens: TokenBatch
+    behaviour_logprobs: torch.Tensor
+    advantages: torch.Tensor
+    weights: torch.Tensor
+    temperatures: torch.Tensor
+    ref_logprobs: torch.Tensor | None = None
+
+
+def items_from_samples(samples: list[Sample], advantages: dict[str, float]) -> list[TrainItem]:
+    """TrainItems for samples with a completion; each sample needs its advantage and matching log-probs."""
+    items = []
+    for s in samples:
+        if len(s.logprobs) != len(s.completion_ids):
+            raise ValueError(f"sample {s.sample_id!r}: {len(s.logprobs)} behaviour log-probs for "
+                             f"{len(s.completion_ids)} completion tokens")
+        if s.sample_id not in advantages:
+            raise ValueError(f"sample {s.sample_id!r} ({s.adapter}) has no advantage")
+        if not s.completion_ids:
+            continue
+        items.append(TrainItem(list(s.prompt_ids), list(s.completion_ids), list(s.logprobs), float(s.temperature),
+                               float(advantages[s.sample_id])))
+    return items
+
+
+def set_weights(items: list[TrainItem], loss_agg: str, token_norm: int | None) -> None:
+    """Set each item's per-token weight from the whole batch's lengths."""
+    weights = aggregation_weights([len(i.completion_ids) for i in items], loss_agg, token_norm)
+    for item, w in zip(items, weights, strict=True):
+        item.weight = w
+
+
+def rank_micro_batches(items: list[TrainItem], rank: int, world: int, micro_batch_size: int) -> list[list[TrainItem]]:
+    """This rank's micro-batches: the same count on every rank, padded with zero-weight copies."""
+    mine = items[rank::world]
+    per_rank = math.ceil(len(items) / world)
+    count = max(1, math.ceil(per_rank / micro_batch_size))
+    chunks = [mine[k * micro_batch_size : (k + 1) * micro_batch_size] for k in range(count)]
+    filler = items[0]
+    return [chunk or [TrainItem(filler.prompt_ids, filler.completion_ids, filler.behaviour_logprobs,
+                                filler.temperature, 0.0, 0.0)] for chunk in chunks]
+
+
+def to_micro_batch(items: list[TrainItem], pad_id: int = 0) -> MicroBatch:
+    tokens = make_token_batch([i.prompt_ids for i in items], [i.completion_ids for i in items], pad_id)
+    width = tokens.completion_ids.shape[1]
+    beh = torch.zeros((len(items), width), dtype=torch.float32)
+    for row, item in enumerate(items):
+        beh[row, : len(item.behaviour_logprobs)] = torch.tensor(item.behaviour_logprobs, dtype=torch.float32)
+    return MicroBatch(
+        tokens=tokens,
+        behaviour_logprobs=beh,
+        advantages=torch.tensor([i.advantage for i in items], dtype=torch.float32),
+        weights=torch.tensor([i.weight for i in items], dtype=torch.float32),
+        temperatures=torch.tensor([i.temperature for i in items], dtype=torch.float32),
+    )

@@ -1,0 +1,245 @@
+"""The multi-adapter GRPO learner: one frozen base model, the five LoRA adapters resident, one update per
+learner step for every adapter that had samples (DESIGN.md §5), on plain torch or DeepSpeed ZeRO-2 / ZeRO-3.
+
+Why an idle adapter stays bit-identical, optimizer moments included, under every backend
+-----------------------------------------------------------------------------------------
+DeepSpeed ZeRO flattens the parameters of each optimizer param group into one buffer, partitions it over the
+ranks and runs the optimizer on the flat fp32 partition; the AdamW moments live on that flat buffer. With all
+five adapters in one engine, an idle adapter would still see the optimizer step (Adam decays its moments and
+moves its weights even with a zero gradient, and the shared step counter advances), and undoing that means
+snapshot/restore through `safe_get/set_full_*` for every tensor, every step.
+
+So the learner builds **one trainer per adapter** (`backends.py`): under DeepSpeed, one engine per adapter,
+each over an `AdapterModule` whose only registered submodules are that adapter's `lora_A` / `lora_B`
+layers, with its own AdamW, learning rate (`LearnerConfig.adapter_lr`, else `lr`), gradient clipping and
+flat buffers. A learner step runs forward/backward/step only on the engines of adapters with samples; an
+idle adapter's engine, flat partitions, fp32 master copy and optimizer state are never touched by any call,
+so they stay bit-identical by construction (the tests check it under torch, ZeRO-2 and ZeRO-3). Clipping is
+per adapter (the global norm of that adapter's gradient), so adapters never influence each other.
+
+ZeRO-3 and the frozen base: an engine partitions and hooks only the parameters of the module it is given.
+The base model is owned by no engine: it stays an ordinary, replicated, frozen module on every rank (as in
+LoRA actors under ZeRO-3 in OpenRLHF, the base gets no optimizer state and no gradients; here it is not
+sharded either — ZeRO-3 shards the adapters' parameters, gradients and moments). The engine's forward runs
+the whole PEFT model with its adapter selected; ZeRO-3's pre-forward hooks on the adapter's LoRA layers
+gather their partitioned weights when PEFT calls them, and release them afterwards. The KL reference is
+the base model with adapters disabled, where no LoRA layer runs. Keeping every LoRA parameter
+`requires_grad=True` matters: ZeRO registers its gradient hooks only on such parameters, so adapters are
+selected with `logprobs.select_adapter`, not PEFT's freezing `set_adapter`.
+
+Micro-batches: every rank takes items i ≡ rank (mod world) of the step's batch, loss weights are computed
+over the whole batch (`grpo.aggregation_weights`), every rank runs the same number of micro-batches (padding
+with zero-weight items), and gradients are summed over ranks — so N ranks compute the single-rank update.
+GRPO runs with dropout off (`eval()` mode): at the first epoch the learner's distribution is the one that
+sampled, and ratio = 1 exactly. An epoch is one optimizer update per active adapter over all its samples.
+
+Imports torch, transformers and peft (and deepspeed, in the DeepSpeed backend) lazily through `coplay.models`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from coplay.config import ADAPTER_NAMES, LearnerConfig, LoraSpec, ModelConfig, SamplingConfig
+from coplay.learn.backends import DeepSpeedAdapterTrainer, TorchAdapterTrainer
+from coplay.learn.batching import (
+    MicroBatch,
+    TrainItem,
+    items_from_samples,
+    rank_micro_batches,
+    set_weights,
+    to_micro_batch,
+)
+from coplay.learn.distributed import all_reduce_sum, ensure_process_group
+from coplay.learn.grpo import grpo_loss
+from coplay.learn.logprobs import adapter_context, batch_logprobs, select_adapter
+from coplay.types import AdapterVersion, Sample
+
+METRIC_KEYS = ("loss", "pg_loss", "kl", "clip_fraction", "ratio_mean")
+
+
+@dataclass
+class StepMetrics:
+    """What one learner step did, per adapter (losses of the last epoch, summed over ranks)."""
+
+    learner_step: int
+    adapters: dict[str, dict[str, float]] = field(default_factory=dict)
+    trained_tokens: int = 0
+
+
+class Learner:
+    """One frozen base + the five adapters, trained with GRPO (module docstring: design and guarantees).
+
+    Every rank of the default torch.distributed group (joined or created here) builds one; `cfg.ranks` is
+    for launchers, the world size is the group's. The base runs in bfloat16 when `cfg.bf16` (default: on
+    GPU), else float32, whatever `model_cfg.dtype` says. `max_tokens` per adapter is the constant of the
+    `seq-mean-token-sum-norm` aggregation (default: `SamplingConfig().max_tokens`). `deepspeed_overrides`
+    are merged into each engine's DeepSpeed config. The learning rate is constant per adapter.
+    """
+
+    def __init__(
+        self,
+        model_cfg: ModelConfig,
+        adapter_specs: dict[str, LoraSpec],
+        cfg: LearnerConfig,
+        max_tokens: dict[str, int] | None = None,
+        seed: int = 0,
+        adapter_names: tuple[str, ...] = ADAPTER_NAMES,
+        deepspeed_overrides: dict[str, Any] | None = None,
+    ):
+        from coplay.models.loading import load_base_model
+        from coplay.models.lora import attach_adapters
+
+        self.cfg = cfg
+        self.device = self._device()
+        self.rank, self.world_size = ensure_process_group()
+        self.bf16 = cfg.bf16 if cfg.bf16 is not None else self.device.startswith("cuda")
+        model_cfg = model_cfg.model_copy(update={"dtype": "bfloat16" if self.bf16 else "float32"})
+        base, self.tokenizer = load_base_model(model_cfg, self.device)
+        torch.manual_seed(seed)  # identical fresh adapters on every rank
+        self.policy = attach_adapters(base, adapter_specs, adapter_names)
+        self.policy.eval()
+        select_adapter(self.policy, adapter_names[0])  # every LoRA tensor requires grad (see docstring)
+        self.adapter_names = adapter_names
+        self.adapter_specs = {a: adapter_specs[a] for a in adapter_names}
+        self.max_tokens = dict(max_tokens if max_tokens is not None else SamplingConfig().max_tokens)
+        self.pad_id = int(self.tokenizer.pad_token_id or 0)
+        self.trainers = {a: self._make_trainer(a, deepspeed_overrides or {}) for a in adapter_names}
+        self.policy.eval()
+        self.learner_step = 0
+        self.versions = dict.fromkeys(adapter_names, 0)
+        self.updates = dict.fromkeys(adapter_names, 0)  # optimizer updates per adapter (the schedule's clock)
+        self.changed: list[str] = []  # adapters the last step updated (what `publish` exports)
+
+    def _device(self) -> str:
+        if torch.cuda.is_available():
+            import os
+
+            local = int(os.environ.get("LOCAL_RANK", "0"))
+            torch.cuda.set_device(local)
+            return f"cuda:{local}"
+        return "cpu"
+
+    def lr_of(self, adapter: str) -> float:
+        return self.cfg.adapter_lr.get(adapter, self.cfg.lr)
+
+    def _make_trainer(self, adapter: str, overrides: dict[str, Any]) -> Any:
+        lr = self.lr_of(adapter)
+        if self.cfg.backend == "torch":
+            return TorchAdapterTrainer(self.policy, adapter, lr, self.cfg.grad_clip, self.world_size)
+        return DeepSpeedAdapterTrainer(self.policy, adapter, lr, self.cfg.grad_clip, self.world_size,
+                                       self.cfg.zero_stage, self.cfg.offload_optimizer, self.bf16, overrides)
+
+    # ------------------------------------------------------------------ training
+    def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> StepMetrics:
+        """One learner step over every adapter that has samples; idle adapters are not touched."""
+        by_adapter: dict[str, list[Sample]] = defaultdict(list)
+        if len({s.sample_id for s in samples}) != len(samples):
+            raise ValueError("samples of one learner step need distinct sample ids (advantages are keyed by them)")
+        for s in samples:
+            if s.adapter not in self.trainers:
+                raise ValueError(f"sample {s.sample_id!r}: unknown adapter {s.adapter!r}; expected {self.adapter_names}")
+            by_adapter[s.adapter].append(s)
+        plans: dict[str, list[MicroBatch]] = {}
+        n_tokens = 0
+        for adapter in self.adapter_names:
+            items = items_from_samples(by_adapter.get(adapter, []), advantages)
+            if not items:
+                continue
+            set_weights(items, self.cfg.loss_agg, self.max_tokens.get(adapter))
+            n_tokens += sum(len(i.completion_ids) for i in items)
+            plans[adapter] = self._plan(items)
+        metrics = StepMetrics(learner_step=self.learner_step + 1, trained_tokens=n_tokens)
+        self.policy.eval()
+        for epoch in range(self.cfg.epochs):
+            for adapter, micro_batches in plans.items():
+                sums = self._train_adapter(adapter, micro_batches)
+                if epoch == self.cfg.epochs - 1:
+                    metrics.adapters[adapter] = sums
+        for adapter in plans:
+            self.versions[adapter] += 1
+            metrics.adapters[adapter]["samples"] = float(len(by_adapter[adapter]))
+        self.changed = list(plans)
+        self.learner_step += 1
+        return metrics
+
+    def publish(self, adapters_root: str | Path) -> list[AdapterVersion]:
+        """Export the adapters the last step changed as new versions (every rank calls; rank 0 gets them)."""
+        from coplay.learn.publish import publish_adapters
+
+        return publish_adapters(self, self.changed, adapters_root)
+
+    def save_checkpoint(self, ckpt_dir: str | Path, bank_version: Any = None, data_cursor: Any = None) -> Path:
+        """Atomic, exact checkpoint (see `checkpoint.py`); every rank calls."""
+        from coplay.learn.checkpoint import save_checkpoint
+
+        return save_checkpoint(self, ckpt_dir, bank_version, data_cursor)
+
+    def load_checkpoint(self, ckpt_dir: str | Path) -> Any:
+        """Resume exactly from `ckpt_dir`; returns its `ResumeState` (bank version, data cursor)."""
+        from coplay.learn.checkpoint import load_checkpoint
+
+        return load_checkpoint(self, ckpt_dir)
+
+    def _plan(self, items: list[TrainItem]) -> list[MicroBatch]:
+        chunks = rank_micro_batches(items, self.rank, self.world_size, self.cfg.micro_batch_size)
+        batches = [to_micro_batch(chunk, self.pad_id) for chunk in chunks]
+        if self.cfg.kl_beta > 0:
+            with torch.no_grad(), adapter_context(self.policy, None):
+                for mb in batches:
+                    mb.ref_logprobs = batch_logprobs(self.policy, mb.tokens, mb.temperatures).cpu()
+        return batches
+
+    def _train_adapter(self, adapter: str, micro_batches: list[MicroBatch]) -> dict[str, float]:
+        trainer = self.trainers[adapter]
+        sums = dict.fromkeys(METRIC_KEYS, 0.0)
+        for k, mb in enumerate(micro_batches):
+            logprobs = trainer.forward(mb.tokens, mb.temperatures)
+            parts = grpo_loss(
+                logprobs,
+                mb.behaviour_logprobs.to(logprobs.device),
+                mb.advantages,
+                mb.tokens.completion_mask.to(logprobs.device),
+                eps_low=self.cfg.eps_low,
+                eps_high=self.cfg.eps_high,
+                beta=self.cfg.kl_beta,
+                ref_logprobs=None if mb.ref_logprobs is None else mb.ref_logprobs.to(logprobs.device),
+                token_weights=mb.weights,
+            )
+            trainer.backward(parts.loss, last=k == len(micro_batches) - 1)
+            for key in METRIC_KEYS:
+                sums[key] += float(getattr(parts, key).detach())
+        grad_norm = trainer.step()
+        self.updates[adapter] += 1
+        reduced = all_reduce_sum([sums[k] for k in METRIC_KEYS])
+        out = dict(zip(METRIC_KEYS, reduced, strict=True))
+        out["grad_norm"] = grad_norm if math.isfinite(grad_norm) else float("nan")
+        return out
+
+    # ------------------------------------------------------------------ state
+    def adapter_weights(self, adapter: str) -> dict[str, torch.Tensor]:
+        """Full float32 weights of `adapter` by PEFT name (collective under ZeRO-3: call on every rank)."""
+        return self.trainers[adapter].full_weights()
+
+    def optimizer_state(self, adapter: str) -> dict[str, torch.Tensor]:
+        """This rank's optimizer state of `adapter` (moments, step counts; DeepSpeed: its fp32 partition)."""
+        return self.trainers[adapter].optimizer_state()
+
+    def load_adapter_state(self, adapter: str, weights: dict[str, torch.Tensor], optim: dict[str, torch.Tensor]) -> None:
+        """Restore weights and this rank's optimizer state of `adapter` (collective under ZeRO-3)."""
+        trainer = self.trainers[adapter]
+        trainer.load_weights(weights)
+        trainer.load_optimizer_state(optim)
+
+    @property
+    def backend_tag(self) -> str:
+        """What must match for a checkpoint's optimizer state to load: backend, stage, world size."""
+        if self.cfg.backend == "torch":
+            return f"torch/world{self.world_size}"
+        return f"deepspeed-zero{self.cfg.zero_stage}{'-offload' if self.cfg.offload_optimizer else ''}/world{self.world_size}"

@@ -1,0 +1,127 @@
+"""The learner's log-probs of completion tokens at a sampling temperature, batched and padding-safe.
+
+log π(c_j | prompt, c_<j) = log_softmax(logits / T)[c_j] — the same distribution an engine samples from at
+temperature T (no top-p / top-k: behaviour log-probs are recorded on the full distribution). Sequences are
+right-padded (a causal model's real tokens never see the padding after them) and only the logits of the
+columns that hold completion tokens are computed (`logits_to_keep`), so a large vocabulary costs
+B x (completion columns) x V, not B x (whole sequence) x V.
+
+`completion_logprobs` is the entry point the engines' parity test uses. Imports torch only (the model is
+passed in).
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass
+class TokenBatch:
+    """A right-padded batch of prompt + completion sequences."""
+
+    input_ids: torch.Tensor  # [B, S]
+    attention_mask: torch.Tensor  # [B, S]
+    completion_mask: torch.Tensor  # [B, C] 1 on real completion tokens
+    completion_ids: torch.Tensor  # [B, C] (0 where padded)
+    first_column: int  # logits column of the first kept position
+    prompt_lens: list[int]
+    completion_lens: list[int]
+
+
+def make_token_batch(prompt_ids: list[list[int]], completion_ids: list[list[int]], pad_id: int = 0) -> TokenBatch:
+    """Right-pad prompt + completion pairs; completion token j of row i sits at column prompt_len_i + j."""
+    if len(prompt_ids) != len(completion_ids):
+        raise ValueError(f"{len(prompt_ids)} prompts but {len(completion_ids)} completions")
+    if any(len(p) == 0 for p in prompt_ids):
+        raise ValueError("every prompt needs at least one token (the first completion token is predicted from it)")
+    p_lens = [len(p) for p in prompt_ids]
+    c_lens = [len(c) for c in completion_ids]
+    seq_len = max(p + c for p, c in zip(p_lens, c_lens, strict=True))
+    batch = len(prompt_ids)
+    input_ids = torch.full((batch, seq_len), pad_id, dtype=torch.long)
+    attention = torch.zeros((batch, seq_len), dtype=torch.long)
+    for i, (p, c) in enumerate(zip(prompt_ids, completion_ids, strict=True)):
+        row = list(p) + list(c)
+        input_ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+        attention[i, : len(row)] = 1
+    first = min(p_lens) - 1
+    c_max = max(c_lens) if c_lens else 0
+    comp_ids = torch.zeros((batch, max(c_max, 1)), dtype=torch.long)
+    comp_mask = torch.zeros((batch, max(c_max, 1)), dtype=torch.long)
+    for i, c in enumerate(completion_ids):
+        if c:
+            comp_ids[i, : len(c)] = torch.tensor(c, dtype=torch.long)
+            comp_mask[i, : len(c)] = 1
+    return TokenBatch(input_ids, attention, comp_mask, comp_ids, first, p_lens, c_lens)
+
+
+def batch_logprobs(model: Any, batch: TokenBatch, temperature: float | torch.Tensor) -> torch.Tensor:
+    """[B, C] log-probs of the completion tokens at `temperature` (a float, or one per row as a [B] tensor;
+    0 where padded); differentiable."""
+    temps = torch.as_tensor(temperature, dtype=torch.float32)
+    if bool((temps <= 0).any()):
+        raise ValueError(f"temperature {temperature}: log-probs need a positive sampling temperature")
+    device = next(p for p in model.parameters()).device
+    seq_len = batch.input_ids.shape[1]
+    keep = seq_len - batch.first_column  # columns first_column .. seq_len-1
+    out = model(
+        input_ids=batch.input_ids.to(device),
+        attention_mask=batch.attention_mask.to(device),
+        logits_to_keep=keep,
+        use_cache=False,
+    )
+    logits = out.logits  # [B, keep, V]: column k predicts token at first_column + k + 1
+    c_max = batch.completion_ids.shape[1]
+    offsets = torch.tensor([p - 1 - batch.first_column for p in batch.prompt_lens], device=device)
+    cols = (offsets[:, None] + torch.arange(c_max, device=device)[None, :]).clamp(max=keep - 1)
+    picked = torch.gather(logits, 1, cols[:, :, None].expand(-1, -1, logits.shape[-1]))
+    scale = temps.to(device).reshape(-1, 1, 1) if temps.dim() == 1 else temps.to(device)
+    logp = torch.log_softmax(picked.float() / scale, dim=-1)
+    token_lp = torch.gather(logp, 2, batch.completion_ids.to(device)[:, :, None]).squeeze(2)
+    return token_lp * batch.completion_mask.to(device)
+
+
+def adapter_context(model: Any, adapter_name: str | None) -> AbstractContextManager[Any]:
+    """Select `adapter_name` on a PEFT model (None: the base model, adapter disabled)."""
+    if adapter_name is None:
+        return model.disable_adapter() if hasattr(model, "disable_adapter") else nullcontext()
+    select_adapter(model, adapter_name)
+    return nullcontext()
+
+
+def select_adapter(model: Any, adapter_name: str) -> None:
+    """Make `adapter_name` the active adapter without freezing the others.
+
+    PEFT's `set_adapter` sets `requires_grad=False` on inactive adapters; DeepSpeed ZeRO registers its
+    gradient hooks only on parameters that require grad, so every adapter parameter is switched back on
+    (inactive adapters are not in the graph and get no gradient anyway).
+    """
+    model.base_model.set_adapter(adapter_name)
+    for name, param in model.named_parameters():
+        if "lora_" in name:
+            param.requires_grad_(True)
+
+
+@torch.no_grad()
+def completion_logprobs(
+    model: Any,
+    adapter_name: str | None,
+    prompt_ids_list: list[list[int]],
+    completion_ids_list: list[list[int]],
+    temperature: float,
+    batch_size: int = 16,
+) -> list[list[float]]:
+    """Log-probs of each completion token under `adapter_name` (None: base model) at `temperature`."""
+    results: list[list[float]] = []
+    with adapter_context(model, adapter_name):
+        for start in range(0, len(prompt_ids_list), batch_size):
+            prompts = prompt_ids_list[start : start + batch_size]
+            completions = completion_ids_list[start : start + batch_size]
+            batch = make_token_batch(prompts, completions)
+            lp = batch_logprobs(model, batch, temperature).cpu()
+            results.extend(lp[i, : len(c)].tolist() for i, c in enumerate(completions))
+    return results

@@ -1,0 +1,205 @@
+"""The sections of the run report, each an HTML fragment: learning curves, reward parts, invalid-action
+rates, learner figures, skill banks, evaluation tables, throughput. Charts are inline SVG (charts.py) wrapped in
+`<figure class="chart">`, which the page's check script verifies drew. Never imports ray or torch.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import statistics
+from typing import Any
+
+from coplay.report import charts
+from coplay.report.data import (
+    EvalFile,
+    RunData,
+    bank_operation_counts,
+    bank_size_series,
+    eval_overlays,
+    games_of,
+    rate_series,
+    reward_part_panels,
+    score_series,
+    throughput_rows,
+    timing_series,
+    train_panels,
+)
+from coplay.skills.schema import BankError
+
+e = html.escape
+_BODY = re.compile(r"<body[^>]*>(.*)</body>", re.DOTALL | re.IGNORECASE)
+_H1 = re.compile(r"<h1[^>]*>.*?</h1>", re.DOTALL | re.IGNORECASE)
+
+
+def figure(chart_id: str, svg: str, caption: str) -> str:
+    return f"<figure class='chart' id='{e(chart_id)}'>{svg}<figcaption>{e(caption)}</figcaption></figure>"
+
+
+def _none(text: str) -> str:
+    return f"<p class='none'>{e(text)}</p>"
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) >= 1000:
+        return str(int(value))
+    return f"{value:.{digits}f}" if isinstance(value, float) else e(str(value))
+
+
+def learning_curves(data: RunData) -> str:
+    its = [r["iteration"] for r in data.iterations]
+    xlim = (min(its) - 0.2, max(its) + 0.2) if its else None
+    out = []
+    for game in games_of(data.iterations, data.evals):
+        series, levels = eval_overlays(data.evals, game)
+        train = score_series(data.iterations, game)
+        lines = ([train] if train else []) + series
+        if not lines and not levels:
+            continue
+        out.append(figure(f"chart-score-{game}", charts.line_chart(
+            f"score-{game}", f"{game}: score per iteration", "iteration", "score", lines, levels, xlim=xlim),
+            f"{game}: mean score of the policy's own seats in training rollouts per iteration, shaded 95% "
+            f"t-interval; dotted: evaluations on seeds.eval; dashed: baselines evaluated once."))
+    return "".join(out) or _none("No scores yet: metrics.jsonl has no iteration records and eval/ has no results.")
+
+
+def reward_parts(data: RunData) -> str:
+    panels = reward_part_panels(data.iterations)
+    if not panels:
+        return _none("No reward parts recorded.")
+    return figure("chart-reward-parts", charts.small_multiples("reward-parts", "mean reward per adapter", "iteration",
+                                                               panels),
+                  "Mean reward of each adapter's samples per iteration (act: return-to-go at each step; "
+                  "retrieve, segment, contract, curator: DESIGN.md §5).")
+
+
+def rates(data: RunData) -> str:
+    series = rate_series(data.iterations)
+    if not series:
+        return _none("No invalid-action rates recorded.")
+    top = max([v for s in series for v in s.y if v is not None] + [0.05])
+    return figure("chart-invalid", charts.line_chart("invalid", "invalid actions and parse errors", "iteration",
+                                                     "share of steps", series, ylim=(0, min(1.0, top * 1.15))),
+                  "Share of the policy's steps whose action was illegal (the game's fallback was applied) or "
+                  "whose completion did not parse.")
+
+
+def learner(data: RunData) -> str:
+    panels = train_panels(data.iterations)
+    if not panels:
+        return _none("No learner steps recorded yet.")
+    return figure("chart-learner", charts.small_multiples("learner", "learner figures per adapter", "iteration",
+                                                          panels),
+                  "GRPO loss, policy-gradient loss, KL to the base model, clip fraction and gradient norm of "
+                  "each adapter trained in the iteration's learner step.")
+
+
+def bank_report_body(full_page: str) -> str:
+    """The inside of the bank report page's `<body>` (coplay.skills.report), without its page title, to embed
+    as a section."""
+    match = _BODY.search(full_page)
+    if match is None:
+        raise ValueError("bank report: no <body> element in the page coplay.skills.report produced")
+    return _H1.sub("", match.group(1), count=1)
+
+
+def banks(data: RunData) -> str:
+    if not data.banks:
+        return _none("No skill banks in this run folder (banks/ is empty).")
+    from coplay.skills.report import bank_report_html
+
+    versions, ops = bank_operation_counts(data.banks)
+    parts = [figure("chart-bank-size", charts.line_chart("bank-size", "skills per bank version", "bank version",
+                                                         "skills", bank_size_series(data.banks)),
+                    "Number of skills in each bank (per game, Avalon side or Diplomacy power) at each version.")]
+    if ops:
+        parts.append(figure("chart-bank-ops", charts.stacked_bars("bank-ops", "bank operations per version",
+                                                                  "bank version", "operations", versions, ops),
+                            "Operations made for each bank version, summed over banks: applied ones by type, "
+                            "and proposals not applied (curator verdict or failed checks)."))
+    else:
+        parts.append(_none("No bank operations recorded."))
+    try:
+        parts.append(f"<div class='bank-report'>{bank_report_body(bank_report_html(data.root))}</div>")
+    except BankError as exc:
+        parts.append(f"<p class='problem'>bank report not rendered: {e(str(exc))}</p>")
+    return "".join(parts)
+
+
+def _score_table(ev: EvalFile) -> str:
+    rows = []
+    for game, entry in sorted(ev.results.items()):
+        s = entry.get("score", {})
+        rows.append(f"<tr><td>{e(game)}</td><td>{_fmt(s.get('n'))}</td><td>{_fmt(s.get('mean'))}</td>"
+                    f"<td>[{_fmt(s.get('ci_low'))}, {_fmt(s.get('ci_high'))}]</td>"
+                    f"<td>[{_fmt(s.get('boot_low'))}, {_fmt(s.get('boot_high'))}]</td><td>{_fmt(s.get('median'))}</td>"
+                    f"<td>{_fmt(s.get('min'))}</td><td>{_fmt(s.get('max'))}</td></tr>")
+    head = ("<tr><th>game</th><th>n</th><th>mean</th><th>95% CI (t)</th><th>95% CI (bootstrap)</th><th>median</th>"
+            "<th>min</th><th>max</th></tr>")
+    return f"<table class='eval'>{head}{''.join(rows)}</table>"
+
+
+def _extra_tables(ev: EvalFile) -> str:
+    out = []
+    for game, entry in sorted(ev.results.items()):
+        if "win_rate" in entry:
+            rows = "".join(f"<tr><td>{e(k)}</td><td>{_fmt(w.get('n'))}</td><td>{_fmt(w.get('rate'))}</td>"
+                           f"<td>[{_fmt(w['ci95'][0])}, {_fmt(w['ci95'][1])}]</td></tr>"
+                           for k, w in entry["win_rate"].items())
+            out.append(f"<h4>{e(game)} win rates</h4><table><tr><th>group</th><th>n</th><th>rate</th>"
+                       f"<th>95% CI (Wilson)</th></tr>{rows}</table>")
+        if "per_power" in entry:
+            rows = "".join(f"<tr><td>{e(p)}</td><td>{_fmt(s.get('n'))}</td><td>{_fmt(s.get('mean'))}</td>"
+                           f"<td>[{_fmt(s.get('ci_low'))}, {_fmt(s.get('ci_high'))}]</td></tr>"
+                           for p, s in entry["per_power"].items())
+            out.append(f"<h4>{e(game)} per power</h4><table><tr><th>power</th><th>n</th><th>mean</th>"
+                       f"<th>95% CI (t)</th></tr>{rows}</table>")
+    return "".join(out)
+
+
+def evaluations(data: RunData) -> str:
+    if not data.evals:
+        return _none("No evaluations in eval/ (run `coplay eval`).")
+    out = []
+    for ev in data.evals:
+        meta = ", ".join(f"{k}={v}" for k, v in sorted(ev.meta.items()) if isinstance(v, str | int | float))
+        out.append(f"<h3>{e(ev.name)}</h3><p class='meta'>{e(meta)}</p>{_score_table(ev)}{_extra_tables(ev)}")
+    return "".join(out)
+
+
+def _median(values: list[Any]) -> float | None:
+    nums = [v for v in values if isinstance(v, int | float)]
+    return statistics.median(nums) if nums else None
+
+
+def throughput(data: RunData) -> str:
+    rows = throughput_rows(data.iterations)
+    if not rows:
+        return _none("No iterations recorded yet.")
+    series = timing_series(data.iterations)
+    parts = []
+    if series:
+        parts.append(figure("chart-timings", charts.line_chart("timings", "seconds per iteration", "iteration",
+                                                               "seconds", series),
+                            "Wall time of each iteration and of its timed parts (sync, rollouts, the engines' "
+                            "generation, env stepping, bank work, the learner step). With staleness >= 1 bank work "
+                            "and training overlap rollouts, so the parts can add up to more than the iteration."))
+    cols = list(rows[0])
+    body = "".join("<tr>" + "".join(f"<td>{_fmt(r[c], 1)}</td>" for c in cols) + "</tr>" for r in rows)
+    median = "<tr class='median'><td>median</td>" + "".join(
+        f"<td>{_fmt(_median([r[c] for r in rows]), 1)}</td>" for c in cols[1:]) + "</tr>"
+    parts.append(f"<table class='throughput'><tr>{''.join(f'<th>{c}</th>' for c in cols)}</tr>{body}{median}</table>"
+                 "<p class='note'>trained_tokens_per_s = tokens the learner trained on in the iteration's step / "
+                 "the iteration's wall time (benchmarks/README.md defines it per GPU).</p>")
+    return "".join(parts)
+
+
+def problems(data: RunData) -> str:
+    if not data.problems:
+        return ""
+    return "<section id='problems'><h2>Files that could not be read</h2><ul>" + "".join(
+        f"<li>{e(p)}</li>" for p in data.problems) + "</ul></section>"

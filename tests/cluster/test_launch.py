@@ -1,0 +1,173 @@
+"""`launch/`: the Ray job entry point, its runtime env and the per-game configs (issue 9 part 1).
+
+Every config must load; the tiny ones must stay on CPU with short horizons; the real ones must use a real
+model on GPUs; `launch/train.py` must resolve a config exactly as `coplay config show` does.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from coplay.cli import main as coplay_main
+from coplay.config import GAME_KEYS, CoplayConfig, load_config
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = REPO / "launch" / "configs"
+TRAIN_PY = REPO / "launch" / "train.py"
+GAME_CONFIGS = [CONFIGS / f"{game}.yaml" for game in GAME_KEYS]
+TINY_CONFIGS = [CONFIGS / f"tiny-{game}.yaml" for game in GAME_KEYS]
+SELFPLAY_CONFIGS = [CONFIGS / "diplomacy-selfplay.yaml", CONFIGS / "avalon-selfplay.yaml"]
+ALL_CONFIGS = GAME_CONFIGS + TINY_CONFIGS + SELFPLAY_CONFIGS
+
+
+def _load_train_module():
+    spec = importlib.util.spec_from_file_location("launch_train", TRAIN_PY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+train_py = _load_train_module()
+
+
+def test_every_game_has_a_real_and_a_tiny_config_and_nothing_else_is_there():
+    assert sorted(CONFIGS.glob("*.yaml")) == sorted(ALL_CONFIGS)
+
+
+@pytest.mark.parametrize("path", ALL_CONFIGS, ids=lambda p: p.stem)
+def test_every_launch_config_loads_and_connects_to_the_cluster_it_runs_in(path):
+    cfg = load_config(path)
+    assert cfg.cluster.address == "auto"
+    assert cfg.model.trust_remote_code is False
+    assert "trust_remote_code: true" not in path.read_text().lower()
+
+
+@pytest.mark.parametrize("path", ALL_CONFIGS, ids=lambda p: p.stem)
+def test_every_game_env_accepts_the_configs_env_kwargs(path):
+    from coplay_envs.registry import resolve, spec
+
+    cfg = load_config(path)
+    for game in cfg.games:
+        env_class = resolve(spec(game).env)
+        inspect.signature(env_class).bind(**cfg.game[game].env_kwargs)  # raises TypeError on a wrong key
+
+
+@pytest.mark.parametrize("path", TINY_CONFIGS, ids=lambda p: p.stem)
+def test_tiny_configs_keep_to_cpu_with_the_local_tiny_model_and_short_horizons(path):
+    cfg = load_config(path)
+    assert cfg.model.name_or_path == "tiny" and cfg.model.dtype == "float32"
+    assert cfg.engine.backend == "hf" and cfg.learner.backend == "torch" and cfg.learner.bf16 is False
+    assert cfg.cluster.rollout_worker_gpus == 0 and cfg.cluster.learner_rank_gpus == 0
+    assert cfg.rollout.workers == 1 and cfg.learner.ranks == 1
+    assert cfg.rollout.max_steps is not None and cfg.rollout.max_steps <= 40
+    assert cfg.loop.iterations <= 2
+
+
+@pytest.mark.parametrize("path", GAME_CONFIGS + SELFPLAY_CONFIGS, ids=lambda p: p.stem)
+def test_real_configs_train_a_qwen3_model_with_vllm_and_deepspeed_zero2_on_gpus(path):
+    cfg = load_config(path)
+    assert cfg.model.name_or_path.startswith("Qwen/Qwen3-")
+    assert cfg.engine.backend == "vllm" and cfg.learner.backend == "deepspeed" and cfg.learner.zero_stage == 2
+    assert cfg.cluster.rollout_worker_gpus == 1 and cfg.cluster.learner_rank_gpus == 1
+    assert cfg.engine.max_lora_rank >= max(spec.r for spec in cfg.adapters.values())
+    assert Path(cfg.run.out_dir).is_absolute()
+
+
+@pytest.mark.parametrize("path", SELFPLAY_CONFIGS, ids=lambda p: p.stem)
+def test_selfplay_configs_are_cluster_scale_with_an_opponent_pool(path):
+    cfg = load_config(path)
+    pool = cfg.rollout.opponents
+    assert cfg.rollout.workers >= 16 and cfg.learner.ranks >= 4
+    assert pool.current > 0 and pool.frozen > 0 and pool.expert > 0
+    assert cfg.engine.max_loras >= 2 * len(cfg.adapters) + 4, "room for frozen opponents' adapters"
+
+
+def test_train_py_help_works_without_a_cluster():
+    result = subprocess.run([sys.executable, str(TRAIN_PY), "--help"], capture_output=True, text=True,
+                            timeout=60, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert "--config" in result.stdout and "overrides" in result.stdout
+
+
+@pytest.mark.parametrize("path", [CONFIGS / "tiny-2048.yaml", CONFIGS / "diplomacy-selfplay.yaml"],
+                         ids=lambda p: p.stem)
+def test_train_py_resolves_the_same_config_as_coplay_config_show(path, capsys):
+    overrides = ["rollout.workers=3", "learner.lr=2e-5", "run.out_dir=/tmp/coplay-runs"]
+    assert coplay_main(["config", "show", "--config", str(path), *overrides]) == 0
+    shown = capsys.readouterr().out
+    assert train_py.main(["--print-config", "--config", str(path), *overrides]) == 0
+    printed = capsys.readouterr().out
+    assert printed == shown
+    resolved = CoplayConfig.model_validate(yaml.safe_load(printed))
+    assert resolved.rollout.workers == 3 and resolved.learner.lr == 2e-5
+
+
+def test_train_py_connects_to_the_running_cluster_when_the_config_names_none(tmp_path):
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("games: [tetris]\n")
+    assert load_config(bare).cluster.address is None
+    assert train_py.resolve_config(str(bare), []).cluster.address == "auto"
+    named = train_py.resolve_config(str(bare), ["cluster.address=ray://head:10001"])
+    assert named.cluster.address == "ray://head:10001"
+
+
+def test_train_py_rejects_bad_overrides_with_the_key_and_exit_code_2(capsys):
+    assert train_py.main(["--config", str(CONFIGS / "tiny-2048.yaml"), "rollout.wokers=3"]) == 2
+    assert "rollout.wokers" in capsys.readouterr().err
+
+
+def test_train_py_refuses_a_relative_run_folder_before_starting_anything(capsys):
+    assert train_py.main(["--config", str(CONFIGS / "tiny-2048.yaml"), "run.out_dir=runs"]) == 2
+    err = capsys.readouterr().err
+    assert "run.out_dir='runs' is relative" in err and "absolute" in err
+
+
+def _copy_envs(tmp_path: Path) -> Path:
+    working_dir = tmp_path / "working_dir"
+    shutil.copytree(REPO / "envs", working_dir / "envs", ignore=shutil.ignore_patterns("__pycache__"))
+    return working_dir
+
+
+def test_an_uploaded_envs_folder_equal_to_the_installed_games_is_accepted(tmp_path):
+    train_py.check_envs_match_working_dir(_copy_envs(tmp_path))
+    train_py.check_envs_match_working_dir(REPO)
+
+
+def test_an_uploaded_envs_folder_that_differs_from_the_installed_games_is_refused(tmp_path):
+    working_dir = _copy_envs(tmp_path)
+    rules = working_dir / "envs" / "game2048" / "env.py"
+    rules.write_text(rules.read_text() + "\n# a local edit\n")
+    with pytest.raises(train_py.LaunchError, match=r"game2048/env\.py.*rebuild the image"):
+        train_py.check_envs_match_working_dir(working_dir)
+
+
+def test_runtime_env_uploads_the_repository_without_local_state_or_packages():
+    runtime_env = yaml.safe_load((REPO / "launch" / "runtime_env.yaml").read_text())
+    assert runtime_env["working_dir"] == "."
+    assert {".venv/", "runs/", ".git/"} <= set(runtime_env["excludes"])
+    assert "pip" not in runtime_env and "conda" not in runtime_env and "uv" not in runtime_env
+    assert "DS_ACCELERATOR" not in runtime_env.get("env_vars", {})
+
+
+def test_runtime_env_is_accepted_by_ray():
+    from ray.runtime_env import RuntimeEnv
+
+    runtime_env = yaml.safe_load((REPO / "launch" / "runtime_env.yaml").read_text())
+    assert RuntimeEnv(**runtime_env)["working_dir"] == "."
+
+
+def test_launch_readme_gives_the_submit_command_the_token_and_how_to_scale():
+    readme = (REPO / "launch" / "README.md").read_text()
+    assert "ray job submit" in readme and "--runtime-env launch/runtime_env.yaml" in readme
+    assert "RAY_AUTH_MODE=token" in readme
+    assert "rollout.workers=" in readme
+    for path in ALL_CONFIGS:
+        assert f"launch/configs/{path.name}" in readme, f"launch/README.md does not mention {path.name}"

@@ -1,0 +1,108 @@
+"""Learner scenarios shared by the tests: deterministic batches, and a CLI that runs a scenario in a fresh
+process (`python tests/learn/scenarios.py ...`) or on several ranks (`torchrun --nproc_per_node=2 ...`),
+writing the resulting adapter weights and optimizer states to a safetensors file for the test to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from coplay.config import LearnerConfig, LoraSpec, ModelConfig, TinyModelConfig
+from coplay.types import Sample
+
+ADAPTERS = ("act", "curator")
+ZERO3_PARTITIONED = {"zero_optimization": {"stage3_param_persistence_threshold": 0}}
+
+
+def model_config(cache_dir: str) -> ModelConfig:
+    return ModelConfig(name_or_path="tiny", dtype="float32", tiny=TinyModelConfig(cache_dir=cache_dir))
+
+
+def lora_specs(names: tuple[str, ...] = ADAPTERS) -> dict[str, LoraSpec]:
+    return {a: LoraSpec(r=4, alpha=8, dropout=0.0) for a in names}
+
+
+def learner_config(backend: str, stage: int = 2, **kw) -> LearnerConfig:
+    base = {"lr": 5e-3, "adapter_lr": {"curator": 2e-3}, "micro_batch_size": 3, "epochs": 2, "kl_beta": 0.05,
+            "grad_clip": 1.0}
+    base.update(kw)
+    return LearnerConfig(backend=backend, zero_stage=stage, **base)
+
+
+def make_learner(cache_dir: str, backend: str, stage: int = 2, names: tuple[str, ...] = ADAPTERS, **kw):
+    from coplay.learn.learner import Learner
+
+    overrides = ZERO3_PARTITIONED if backend == "deepspeed" and stage == 3 else None
+    return Learner(model_config(cache_dir), lora_specs(names), learner_config(backend, stage, **kw),
+                   adapter_names=names, deepspeed_overrides=overrides)
+
+
+def batch(step: int, adapters: tuple[str, ...], n: int = 5) -> tuple[list[Sample], dict[str, float]]:
+    """Step `step`'s samples for `adapters`: random tokens, behaviour log-probs near the model's, fixed
+    advantages. Deterministic in (step, adapter)."""
+    samples, adv = [], {}
+    for a_index, adapter in enumerate(adapters):
+        gen = torch.Generator().manual_seed(1000 * step + a_index)
+        for i in range(n):
+            prompt = torch.randint(5, 2000, (int(torch.randint(2, 9, (1,), generator=gen)),), generator=gen).tolist()
+            completion = torch.randint(5, 2000, (int(torch.randint(1, 6, (1,), generator=gen)),), generator=gen).tolist()
+            logprobs = (-7.6 + 0.2 * torch.randn(len(completion), generator=gen)).tolist()
+            sid = f"s{step}-{adapter}-{i}"
+            samples.append(Sample(adapter=adapter, adapter_version=0, prompt_ids=prompt, completion_ids=completion,
+                                  logprobs=logprobs, group_id=f"{adapter}-{step}", temperature=0.9, sample_id=sid))
+            adv[sid] = float(torch.randn(1, generator=gen))
+    return samples, adv
+
+
+# The resume scenario: which adapters train at each step (curator idles at step 3).
+RESUME_PLAN = {1: ("act", "curator"), 2: ("act", "curator"), 3: ("act",), 4: ("act", "curator")}
+
+
+def snapshot(learner) -> dict[str, torch.Tensor]:
+    """Full weights (`w/`) and this rank's optimizer state (`o/`) of every adapter, keyed for safetensors."""
+    out = {}
+    for a in learner.adapter_names:
+        out.update({f"w/{a}/{k}": v.contiguous() for k, v in learner.adapter_weights(a).items()})
+        out.update({f"o/{a}/{k}": v.contiguous() for k, v in learner.optimizer_state(a).items()})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cache", required=True)
+    parser.add_argument("--backend", default="torch")
+    parser.add_argument("--stage", type=int, default=2)
+    parser.add_argument("--steps", default="1,2,3", help="learner steps of RESUME_PLAN to run")
+    parser.add_argument("--resume", default=None)
+    parser.add_argument("--save", default=None, help="checkpoint folder written after the last step")
+    parser.add_argument("--out", required=True, help="safetensors file of the final weights and moments (rank 0)")
+    args = parser.parse_args()
+    from safetensors.torch import save_file
+
+    learner = make_learner(args.cache, args.backend, args.stage)
+    if args.resume:
+        learner.load_checkpoint(args.resume)
+    previous = snapshot(learner)
+    for step in (int(s) for s in args.steps.split(",")):
+        samples, adv = batch(step, RESUME_PLAN[step])
+        learner.train_step(samples, adv)
+        current = snapshot(learner)
+        for idle in set(learner.adapter_names) - set(RESUME_PLAN[step]):
+            changed = [k for k in current if f"/{idle}/" in k and not torch.equal(current[k], previous[k])]
+            if changed:
+                raise SystemExit(f"rank {learner.rank}: idle adapter {idle!r} changed at step {step}: {changed[:3]}")
+        previous = current
+    if args.save:
+        learner.save_checkpoint(args.save, bank_version=7, data_cursor={"shard": step})
+    snap = previous
+    rank = learner.rank
+    if rank == 0:
+        save_file(snap, args.out)
+    if learner.world_size > 1:
+        save_file(snap, f"{args.out}.rank{rank}")
+
+
+if __name__ == "__main__":
+    main()

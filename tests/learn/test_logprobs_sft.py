@@ -1,0 +1,68 @@
+"""Learner log-probs (batched == one at a time, temperature, base vs adapter) and cold-start SFT."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from scenarios import make_learner
+
+from coplay.learn.logprobs import completion_logprobs
+
+
+@pytest.fixture(scope="module")
+def learner(tiny_model_config):
+    return make_learner(tiny_model_config.tiny.cache_dir, "torch", names=("act", "curator"))
+
+
+def test_batched_logprobs_equal_single_sequences_and_follow_temperature(learner):
+    prompts = [[5, 6, 7], [8], [9, 10, 11, 12, 13, 14]]
+    completions = [[20, 21], [22, 23, 24, 25], [26]]
+    batched = completion_logprobs(learner.policy, "act", prompts, completions, 0.7)
+    assert [len(x) for x in batched] == [2, 4, 1]
+    for p, c, got in zip(prompts, completions, batched, strict=True):
+        alone = completion_logprobs(learner.policy, "act", [p], [c], 0.7)[0]
+        assert got == pytest.approx(alone, abs=1e-5)
+    # by hand: log_softmax(logits / T) of the full sequence at the completion positions
+    with torch.no_grad():
+        logits = learner.policy(input_ids=torch.tensor([prompts[0] + completions[0]])).logits[0]
+    for j, token in enumerate(completions[0]):
+        expected = torch.log_softmax(logits[len(prompts[0]) - 1 + j] / 0.7, -1)[token].item()
+        assert batched[0][j] == pytest.approx(expected, abs=1e-5)
+    hot = completion_logprobs(learner.policy, "act", prompts[:1], completions[:1], 2.0)[0]
+    assert hot != pytest.approx(batched[0], abs=1e-4)
+    with pytest.raises(ValueError, match="temperature"):
+        completion_logprobs(learner.policy, "act", prompts, completions, 0.0)
+
+
+def test_adapter_none_is_the_base_model(learner):
+    with torch.no_grad():
+        for name, p in learner.policy.named_parameters():
+            if "lora_B.curator" in name:
+                p.add_(0.05)
+    base = completion_logprobs(learner.policy, None, [[5, 6]], [[7, 8]], 1.0)[0]
+    act = completion_logprobs(learner.policy, "act", [[5, 6]], [[7, 8]], 1.0)[0]  # act still has B = 0
+    curator = completion_logprobs(learner.policy, "curator", [[5, 6]], [[7, 8]], 1.0)[0]
+    assert base == pytest.approx(act, abs=1e-6)
+    assert curator != pytest.approx(base, abs=1e-4)
+
+
+def test_sft_lowers_completion_loss_and_trains_only_completion_tokens(learner):
+    from coplay.learn.sft import completion_nll, run_sft, tokenize_example
+
+    examples = [([{"role": "user", "content": f"board {i} {i + 1}"}], f"INTENTION: MERGE left\nACTION: {d}")
+                for i, d in enumerate(["left", "right", "up", "down"] * 2)]
+    tok = tokenize_example(learner.tokenizer, *examples[0])
+    text = learner.tokenizer.decode(tok.completion_ids)
+    assert text.startswith("INTENTION: MERGE left") and text.endswith("<|im_end|>")
+    assert learner.tokenizer.decode(tok.prompt_ids).endswith("<|im_start|>assistant\n")
+    act_before = learner.adapter_weights("act")
+    before = completion_nll(learner, "curator", examples)
+    losses = run_sft(learner, "curator", examples, epochs=4, lr=3e-3, batch_size=4)
+    after = completion_nll(learner, "curator", examples)
+    assert len(losses) == 8 and all(math.isfinite(x) for x in losses)
+    assert after < before - 0.5, (before, after)
+    assert learner.optimizer_state("curator") == {}  # fresh moments for GRPO
+    for name, tensor in learner.adapter_weights("act").items():
+        assert torch.equal(tensor, act_before[name])

@@ -1,0 +1,80 @@
+"""A realistic run folder for the report tests, built from real parts: 2048 expert-bot trajectories relabelled
+as the policy's, `coplay.summaries.iteration_record` for every metrics line (so the lines have exactly the
+loop's shape), banks made by `coplay.skills.update_bank` and saved with `save_bank`, and evaluations written
+by `coplay.eval.write_eval` from `summarize_eval` (2048 at two iterations, a random-bot baseline, and Avalon
+with win rates).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from pathlib import Path
+
+from coplay.config import CoplayConfig, SkillBankConfig
+from coplay.eval import summarize_eval, write_eval
+from coplay.rollout.bot_episodes import play_bot_episodes
+from coplay.runs import RunDir
+from coplay.skills import Bank, update_bank
+from coplay.skills.schema import save_bank
+from coplay.summaries import iteration_record, reward_parts
+from coplay.types import Sample, Trajectory
+
+ITERATIONS = 4
+ADAPTERS = ("act", "retrieve", "segment", "contract", "curator")
+
+
+def _samples(rng: random.Random, iteration: int, n: int) -> list[Sample]:
+    out = []
+    for i in range(n):
+        adapter = ADAPTERS[i % len(ADAPTERS)]
+        out.append(Sample(adapter=adapter, adapter_version=iteration, prompt_ids=[1, 2, 3], completion_ids=[4, 5],
+                          logprobs=[-0.5, -0.7], group_id=f"g{i % 3}", reward=rng.gauss(0.1 * iteration, 0.5)))
+    return out
+
+
+def _as_policy(trajs: list[Trajectory], iteration: int, rng: random.Random) -> list[Trajectory]:
+    """Expert trajectories standing in for the policy's (`policy='model'`), scores rising with the iteration."""
+    return [replace(t, policy="model", iteration=iteration, score=t.score * (0.6 + 0.1 * iteration),
+                    samples=_samples(rng, iteration, 10)) for t in trajs]
+
+
+def _train(iteration: int, rng: random.Random) -> dict:
+    adapters = {a: {"loss": rng.uniform(-0.1, 0.3), "pg_loss": rng.uniform(-0.1, 0.2), "kl": 0.001 * iteration,
+                    "clip_fraction": rng.uniform(0, 0.2), "ratio_mean": 1.0 + rng.uniform(-0.01, 0.01),
+                    "grad_norm": rng.uniform(0.1, 2.0), "samples": 40} for a in ADAPTERS}
+    return {"learner_step": iteration - 1, "adapters": adapters, "trained_tokens": 5000 + 100 * iteration,
+            "published": {a: iteration for a in ADAPTERS}, "train_seconds": 2.0 + rng.random(),
+            "reward_parts": reward_parts(_samples(rng, iteration - 1, 10))}
+
+
+def build_run(root: Path, games_dir_name: str = "synthetic") -> RunDir:
+    rng = random.Random(7)
+    cfg = CoplayConfig()
+    run = RunDir.create(root, games_dir_name, cfg.to_yaml(), when=0)
+    bank_cfg = SkillBankConfig()
+    bank = Bank("2048")
+    versions = {a: 0 for a in ADAPTERS}
+    run.append_metrics({"iteration": 0, "cold_start": {"sft": {"loss": 1.9, "examples": 320},
+                                                       "seed_bank_trajectories": 4},
+                        "versions": versions, "bank_versions": {"2048": 0}})
+    for k in range(1, ITERATIONS + 1):
+        experts = play_bot_episodes("2048", "expert", [100 * k + i for i in range(4)], max_steps=40)
+        bank, bank_samples, bank_report = update_bank(bank, experts, None, bank_cfg, k)
+        save_bank(run, bank)
+        trajectories = _as_policy(experts, k, rng)
+        steps = sum(len(t.steps) for t in trajectories)
+        stats = {"steps": steps, "invalid_actions": max(0, 12 - 3 * k), "parse_errors": max(0, 6 - 2 * k),
+                 "generated_tokens": 900 * steps, "generation_seconds": 30.0 + k, "wall_seconds": 35.0 + k}
+        train = _train(k, rng) if k > 1 else {}
+        versions = {a: max(0, k - 2) for a in ADAPTERS}
+        record = iteration_record(k, trajectories, stats, {"reports": [bank_report]}, train, versions,
+                                  {"2048": bank.version - 1}, 40.0 + 2 * k)
+        run.append_metrics(record)
+    for k in (2, 4):
+        evaluated = _as_policy(play_bot_episodes("2048", "expert", [1_000_000 + i for i in range(6)], 40), k, rng)
+        write_eval(run.eval, f"model-it{k}", summarize_eval(evaluated), {"player": "model", "iteration": k})
+    baseline = play_bot_episodes("2048", "random", [1_000_000 + i for i in range(6)], 40)
+    avalon = [t for t in play_bot_episodes("avalon", "random", [1_000_000 + i for i in range(4)]) if t.seat == "player_0"]
+    write_eval(run.eval, "random", summarize_eval(baseline + avalon), {"player": "random"})
+    return run

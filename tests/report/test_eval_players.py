@@ -1,0 +1,118 @@
+"""`coplay eval` with each kind of player: the bots on every game, the tiny base model without adapters, and a
+run's adapters picked by learner step (published through the artifact ledger exactly as the loop does)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from coplay.artifacts import ArtifactLedger
+from coplay.cli import main
+from coplay.config import CoplayConfig
+from coplay.players import adapter_versions_at
+from coplay.runs import RunDir
+
+ALL_GAMES = "2048,candy_crush,tetris,mario,avalon,diplomacy"
+
+
+def _eval(args: list[str], capsys) -> str:
+    code = main(["eval", *args])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return captured.out
+
+
+def test_bots_on_every_game(tmp_path, capsys):
+    _eval(["--policy", "expert", "--games", ALL_GAMES, "--episodes", "2", "--episodes-per-seat", "1",
+           "--max-steps", "10", "--out", str(tmp_path)], capsys)
+    data = json.loads((tmp_path / "expert.json").read_text())
+    results = data["results"]
+    assert sorted(results) == sorted(ALL_GAMES.split(","))
+    assert results["2048"]["episodes"] == 2 and results["avalon"]["episodes"] == 5  # one per seat
+    assert sorted(results["diplomacy"]["per_power"]) == ["AUSTRIA", "ENGLAND", "FRANCE", "GERMANY", "ITALY",
+                                                         "RUSSIA", "TURKEY"]
+    assert "side:good" in results["avalon"]["win_rate"]
+    assert data["meta"]["player"] == "expert" and data["meta"]["opponents"] == "expert"  # loop.eval_opponents
+    assert data["meta"]["seeds_eval_start"] == 1_000_000
+    assert (tmp_path / "expert.md").read_text().startswith("# Evaluation: expert")
+
+
+def test_expert_beats_random_on_2048_in_the_compare_view(tmp_path, capsys):
+    for policy in ("random", "expert"):
+        _eval(["--policy", policy, "--games", "2048", "--episodes", "6", "--out", str(tmp_path)], capsys)
+    text = _eval(["--compare", str(tmp_path / "random.json"), str(tmp_path / "expert.json")], capsys)
+    row = next(line for line in text.splitlines() if "2048" in line)
+    assert row.rstrip("│ ").endswith("yes")  # the difference's 95% interval excludes 0
+
+
+def test_unknown_policy_is_named(tmp_path, capsys):
+    assert main(["eval", "--policy", "wizard", "--games", "2048", "--out", str(tmp_path)]) == 2
+    assert "player 'wizard'" in capsys.readouterr().err
+
+
+def _model_overrides(tiny_model_config) -> list[str]:
+    return ["engine.backend=hf", "engine.max_model_len=1024", "model.dtype=float32",
+            f"model.tiny.cache_dir={tiny_model_config.tiny.cache_dir}", "sampling.max_tokens.act=16"]
+
+
+def test_base_model_without_adapters(tmp_path, capsys, tiny_model_config):
+    _eval(["--policy", "base", "--games", "2048", "--episodes", "2", "--max-steps", "2", "--out", str(tmp_path),
+           *_model_overrides(tiny_model_config)], capsys)
+    data = json.loads((tmp_path / "base.json").read_text())
+    assert data["results"]["2048"]["episodes"] == 2
+    assert data["meta"]["adapters"] is None and data["meta"]["model"] == "tiny"
+
+
+@pytest.fixture(scope="module")
+def run_with_adapters(tiny_model_config, tmp_path_factory):
+    """A run folder whose adapters were published through the ledger: act v1 and retrieve v1 at learner step
+    1, act v2 at step 3."""
+    from coplay.engines.adapters import adapter_bundle
+    from coplay.models.loading import load_base_model
+    from coplay.models.lora import attach_adapters, save_adapter
+
+    cfg = CoplayConfig()
+    run = RunDir.create(tmp_path_factory.mktemp("runs"), "adapters", cfg.to_yaml())
+    base, _ = load_base_model(tiny_model_config)
+    model = attach_adapters(base, {"act": cfg.adapters["act"], "retrieve": cfg.adapters["retrieve"]},
+                            names=("act", "retrieve"))
+    exports = tmp_path_factory.mktemp("exports")
+    ledger = ArtifactLedger(run)
+    for adapter, version, step in (("act", 1, 1), ("retrieve", 1, 1), ("act", 2, 3)):
+        files, sha = adapter_bundle(save_adapter(model, adapter, exports / f"{adapter}{version}"))
+        ledger.put_adapter(adapter, version, files, sha, learner_step=step)
+    return run
+
+
+def test_policy_versions_follow_the_learner_step(run_with_adapters):
+    assert adapter_versions_at(run_with_adapters, None) == (3, {"act": 2, "retrieve": 1})
+    assert adapter_versions_at(run_with_adapters, 2) == (2, {"act": 1, "retrieve": 1})
+    with pytest.raises(ValueError, match="learner step 0"):
+        adapter_versions_at(run_with_adapters, 0)
+
+
+def test_a_runs_adapters_are_evaluated_into_its_eval_folder(run_with_adapters, tiny_model_config, capsys):
+    run = run_with_adapters
+    # positionals together (argparse): RUN_DIR and the overrides, then the options
+    _eval([str(run.root), *_model_overrides(tiny_model_config), "--policy", "model", "--step", "2", "--games", "2048",
+           "--episodes", "2", "--max-steps", "2"], capsys)
+    data = json.loads((run.eval / "model-step2.json").read_text())
+    assert data["meta"]["versions"] == {"act": 1, "retrieve": 1} and data["meta"]["iteration"] == 2
+    assert data["results"]["2048"]["episodes"] == 2
+    assert main(["report", str(run.root)]) == 0
+    assert "model-step2" in run.report.read_text()
+
+
+@pytest.mark.slow
+def test_tiny_model_on_every_game(tmp_path, capsys, tiny_model_config):
+    _eval(["--policy", "base", "--games", ALL_GAMES, "--episodes", "2", "--episodes-per-seat", "1",
+           "--max-steps", "3", "--out", str(tmp_path), *_model_overrides(tiny_model_config)], capsys)
+    results = json.loads((tmp_path / "base.json").read_text())["results"]
+    assert sorted(results) == sorted(ALL_GAMES.split(","))
+    # the tiny model as the opponents of an expert player in both multi-seat games
+    _eval(["--policy", "expert", "--opponents", "base", "--games", "avalon,diplomacy", "--episodes-per-seat", "1",
+           "--max-steps", "3", "--out", str(tmp_path), "--name", "expert-vs-base",
+           *_model_overrides(tiny_model_config)], capsys)
+    data = json.loads((tmp_path / "expert-vs-base.json").read_text())
+    assert data["meta"]["opponents"] == "base" and sorted(data["results"]) == ["avalon", "diplomacy"]

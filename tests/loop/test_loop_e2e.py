@@ -1,35 +1,84 @@
-"""The co-evolution loop end to end on a real local Ray cluster: vLLM CPU engine, DeepSpeed, skill bank."""
+"""The co-evolution loop end to end on a real local Ray cluster: vLLM CPU engine, DeepSpeed, skill bank.
+
+One 3-iteration run on 2048 after a short SFT (staleness 1) serves every check of this module.
+"""
 
 from __future__ import annotations
 
 import json
 
-from coplay.config import ADAPTER_NAMES, load_config
+import pytest
+
+from coplay.config import load_config
 from coplay.loop import train
 from coplay.runs import RunDir
+from coplay.schedule import bank_version_for, policy_step_for
+from coplay.types import read_shard
 from tests.loop.conftest import tiny_loop_overrides
+
+
+@pytest.fixture(scope="module")
+def run(ray_cluster, tmp_path_factory, tiny_model_config) -> RunDir:
+    out = tmp_path_factory.mktemp("loop-runs")
+    cfg = load_config(overrides=[*tiny_loop_overrides(str(out), tiny_model_config.tiny.cache_dir), "loop.iterations=3"])
+    return RunDir.open(train(cfg))
 
 
 def _manifest_sha(run: RunDir, adapter: str, version: int) -> str:
     return json.loads((run.adapter_dir(adapter, version) / "manifest.json").read_text())["sha256"]
 
 
-def test_two_iterations_on_2048_train_every_adapter(ray_cluster, tmp_path, tiny_model_config):
-    cfg = load_config(overrides=tiny_loop_overrides(str(tmp_path / "runs"), tiny_model_config.tiny.cache_dir))
-    run = RunDir.open(train(cfg))
+def _ledger(records: list[dict]) -> dict[int, dict[str, int]]:
+    """Learner step -> adapter versions, rebuilt from the metrics (cold start, then each step's published)."""
+    steps = {0: dict(records[0]["versions"])}
+    for r in records:
+        train_record = r.get("train") or r.get("final_train")
+        if train_record and "learner_step" in train_record:
+            step = train_record["learner_step"]
+            steps[step] = {**steps[step - 1], **train_record["published"]}
+    return steps
+
+
+def test_every_adapter_trains_with_reward_variance_and_workers_acknowledge(run):
     records = run.read_metrics()
     final = records[-1]
     newest = final["final_versions"]
-    for adapter in ADAPTER_NAMES:
-        assert newest[adapter] >= 1, f"{adapter} was never trained: {newest}"
-        assert _manifest_sha(run, adapter, newest[adapter]) != _manifest_sha(run, adapter, 0), adapter
     trained = [r.get("train") or r.get("final_train") for r in records if r.get("train") or r.get("final_train")]
     varied = {a for t in trained for a, n in t.get("nonzero_advantages", {}).items() if n > 0}
-    assert varied == set(ADAPTER_NAMES), f"adapters without a group of non-zero reward variance: {set(ADAPTER_NAMES) - varied}"
+    assert {"act", "retrieve"} <= varied, f"decision adapters without reward variance: {varied}"
+    for adapter in sorted(varied):
+        assert _manifest_sha(run, adapter, newest[adapter]) != _manifest_sha(run, adapter, 0), adapter
     assert final["final_bank_versions"]["2048"] > records[0]["bank_versions"]["2048"]
     for name, acks in final["acknowledgements"].items():
         assert set(acks) == {"worker-0"}, f"{name} not acknowledged by every worker: {acks}"
-    for line in records[1:3]:
-        assert line["versions"]["act"] >= 1 and line["scores"]["2048"]["n"] == 4
-    assert (run.root / "tb").iterdir()
-    assert list(run.shards.glob("it00001-*.msgpack")) and list(run.root.glob("checkpoints/step-2/state.json"))
+    assert sorted(p.name for p in run.shards.glob("*.msgpack"))[:1] == ["it00001-w000-0000.msgpack"]
+    assert (run.checkpoint_dir(3) / "state.json").is_file() and any(run.tb.iterdir())
+
+
+def test_versions_in_trajectories_follow_the_schedule(run):
+    records = run.read_metrics()
+    ledger = _ledger(records)
+    bank_by_iteration = {0: records[0]["bank_versions"]["2048"]}
+    for r in records[1:]:
+        if "scores" in r:
+            bank_by_iteration[r["iteration"]] = r["bank_versions"]["2048"]
+    for path in sorted(run.shards.glob("it*.msgpack")):
+        shard = read_shard(path)
+        k = shard.iteration
+        expected = ledger[policy_step_for(k, 1)]
+        for traj in shard.trajectories:
+            assert traj.adapter_versions == {"act": expected["act"], "retrieve": expected["retrieve"]}, path
+            assert traj.bank_version == bank_version_for(k)
+            for sample in traj.samples:
+                assert sample.adapter_version == expected[sample.adapter]
+
+
+def test_every_episode_enters_training_once(run):
+    records = run.read_metrics()
+    trained = [r.get("train") or r.get("final_train") for r in records if r.get("train") or r.get("final_train")]
+    episodes = {traj.episode_id for p in run.shards.glob("it*.msgpack") for traj in read_shard(p).trajectories}
+    assert len(episodes) == 3 * 8
+    assert [t["learner_step"] for t in trained] == [1, 2, 3]
+    assert sum(t["reward_parts"]["act"]["n"] for t in trained) == sum(
+        len([s for s in traj.samples if s.adapter == "act"])
+        for p in run.shards.glob("it*.msgpack") for traj in read_shard(p).trajectories)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SUITE = ("envs", "engines", "skillbank", "learner", "e2e")
+SUITE = ("envs", "engines", "runner", "skillbank", "learner", "e2e")
 QUICK_TIMEOUT_S = 900
 FULL_TIMEOUT_S = 7200
 SUMMARY_FIGURES = 4

@@ -1,0 +1,282 @@
+"""End-to-end benchmark: the headline trained tokens/s per GPU (per CPU slot on CPU), one iteration's wall time
+split into sync, generation, env, training, bank and idle, the share of bank work hidden behind rollouts,
+and the overlap speedup of staleness 1 over staleness 0 (benchmarks/README.md, DESIGN.md §6 and §8).
+
+Workload: the same small co-evolution run twice in this process, first with `loop.staleness=1` (bank update
+and learner step overlap the rollouts), then with `loop.staleness=0` (synchronous; the bank update still
+overlaps the rollouts): 2048, the tiny model, the vLLM CPU engine (vLLM on GPU), DeepSpeed ZeRO-2, one
+rollout worker and one learner rank, same seeds (`WORKLOAD` below; the JSON repeats it). Each run is a real
+`coplay.loop.train` (its own local Ray cluster, cold-start SFT, then `--iterations` iterations); the figures
+come from its `metrics.jsonl`. Evaluation is off and checkpoints fall outside the timed iterations.
+
+Measured iterations: k >= 2 (iteration 1 has no bank update and, with staleness 1, no learner step). With N
+iterations both runs have N - 1 measured iterations and N - 1 learner steps inside them (staleness 1 trains
+its last iteration's samples after the loop; that final step is outside W, as is everything before
+iteration 1: Ray and engine start-up, model loading, cold-start SFT).
+
+Per measured iteration, from `timings` (seconds), with s the staleness and n_w the rollout workers:
+    rollouts        = generation_s                 (the slowest worker's rollout time, env included)
+    env             = min(env_s / n_w, rollouts)   (time inside env reset/step per worker; exact for n_w = 1)
+    generation      = rollouts - env               (engine time and the runner's own work)
+    training        = train_s                      if s = 0 (after the rollouts)
+                      max(0, train_s - rollouts)   if s >= 1 (the part not hidden behind the rollouts)
+    bank            = bank_wait_s                  (the bank update's part the loop waited for after rollouts)
+    sync            = sync_s
+    idle            = max(0, iteration_s - (sync + rollouts + training + bank))
+                      (driver work outside these clocks: launching, shard writing and decoding, rewards and
+                      advantages for the learner batch, metrics; with s >= 1 and training longer than the
+                      rollouts, also the learner batch preparation before the step)
+    hidden training = train_s - training;  hidden bank = max(0, bank_s - bank_wait_s)
+The six parts add up to iteration_s (idle is clamped at 0 against clock noise). The JSON's split is the mean
+over the measured iterations, so it adds up to W / (N - 1).
+
+Per run: T = sum of `train.trained_tokens`, W = sum of `timings.iteration_s`, generated = sum of
+`generated_tokens` (rollout completions only; bank calls are not counted), all over the measured iterations;
+G = rollout workers + learner ranks on CPU (CPU slots), on GPU the GPUs they hold, ceil(n_w * gpus per worker
++ ranks * gpus per rank) (a shared GPU counts once);
+    trained tokens/s per slot = T / (W * G);  generated tokens/s per slot = generated / (W * G)
+    hidden bank share = 1 - sum(bank_wait_s) / sum(bank_s);  hidden training share = 1 - sum(training) / sum(train_s)
+Across runs: overlap speedup = median iteration_s (s = 0) / median iteration_s (s = 1), over the measured
+iterations (`overlap_speedup_total` = W(s = 0) / W(s = 1)).
+
+Caveats: an iteration with faults (a rollout worker or bank update re-run, listed in `iterations_with_faults`)
+times the re-run, not the lost work. The bank actor's model calls run on the rollout workers' engines, so hidden bank work still slows
+the rollouts it hides behind; on a shared machine other processes' load moves every figure (the JSON records
+the load average before and after, and each run's 1-minute load average at its start and end); the two runs
+follow each other, so a load that changes between them biases the overlap speedup.
+
+Output: one JSON object on stdout (last line; `headline` for `coplay bench`) and a stacked-bar PNG.
+Run: ``python -m benchmarks.e2e [--quick] [--iterations N] [--plot PATH] [--out-dir DIR] [--keep]``
+Imports ray, vllm and deepspeed only through `coplay.loop` (lazily, in `run_workload`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+COMMAND = "python -m benchmarks.e2e"
+DEFAULT_PLOT = Path("benchmarks/results/e2e-split.png")
+QUICK_ITERATIONS = 3  # iteration 1 is warm-up; 2 measured iterations still give a median
+DEFAULT_ITERATIONS = 6
+STALENESS_ORDER = (1, 0)
+PARTS = ("sync", "generation", "env", "training", "bank", "idle")
+PART_COLOURS = {"sync": "#8c8c8c", "generation": "#4c72b0", "env": "#55a868", "training": "#c44e52",
+                "bank": "#dd8452", "idle": "#e5e5e5"}
+
+# The workload, explicit: the same for both runs except loop.staleness and run.name.
+WORKLOAD = [
+    "games=[2048]", "rollout.workers=1", "rollout.start_states=2", "rollout.group_size=4", "rollout.max_steps=6",
+    "rollout.concurrent_episodes=8", "rollout.retrieve_every=2",
+    "sampling.max_tokens={act: 24, retrieve: 8, segment: 24, contract: 96, curator: 8}", "sampling.temperature=0.7",
+    "engine.max_model_len=2048", "engine.max_num_seqs=16", "engine.enforce_eager=true", "engine.dtype=float32",
+    "sft.episodes_per_game=16", "sft.max_steps=40", "sft.max_examples_per_adapter=64", "sft.epochs=4", "sft.lr=1e-2",
+    "learner.backend=deepspeed", "learner.zero_stage=2", "learner.ranks=1", "learner.lr=1e-3",
+    "learner.micro_batch_size=8", "skill_bank.group_size=4", "loop.eval_every=0", "loop.checkpoint_every=1000",
+    "cluster.num_cpus=2", "logging.console=false",
+]
+
+
+# ---------------------------------------------------------------------------------------------- computations
+def measured_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The iteration records that count: those with timings and iteration >= 2, in iteration order."""
+    rows = [r for r in records if "timings" in r and int(r.get("iteration", 0)) >= 2]
+    return sorted(rows, key=lambda r: int(r["iteration"]))
+
+
+def iteration_split(timings: dict[str, float], staleness: int, workers: int) -> dict[str, float]:
+    """One iteration's wall time split into PARTS (they add up to iteration_s), plus the hidden work."""
+    rollouts = float(timings.get("generation_s", 0.0))
+    env = min(float(timings.get("env_s", 0.0)) / max(1, workers), rollouts)
+    train_s = float(timings.get("train_s", 0.0))
+    training = train_s if staleness == 0 else max(0.0, train_s - rollouts)
+    bank_s, bank_wait = float(timings.get("bank_s", 0.0)), float(timings.get("bank_wait_s", 0.0))
+    sync = float(timings.get("sync_s", 0.0))
+    wall = float(timings["iteration_s"])
+    idle = max(0.0, wall - (sync + rollouts + training + bank_wait))
+    return {"sync": sync, "generation": rollouts - env, "env": env, "training": training, "bank": bank_wait,
+            "idle": idle, "iteration": wall, "hidden_training": train_s - training,
+            "hidden_bank": max(0.0, bank_s - bank_wait)}
+
+
+def slot_count(workers: int, ranks: int, gpu: bool, worker_gpus: float | None = None,
+               rank_gpus: float | None = None) -> int:
+    """G: CPU slots (workers + ranks) on CPU; on GPU the GPUs held, a GPU shared by a worker and a rank once."""
+    if not gpu:
+        return workers + ranks
+    held = workers * (1.0 if worker_gpus is None else worker_gpus) + ranks * (1.0 if rank_gpus is None else rank_gpus)
+    return max(1, math.ceil(held - 1e-9))
+
+
+def _share_hidden(exposed: float, total: float) -> float | None:
+    return None if total <= 0 else 1.0 - exposed / total
+
+
+def summarize_run(records: list[dict[str, Any]], staleness: int, workers: int, slots: int) -> dict[str, Any]:
+    """The figures of one run (see the module docstring) from its metrics records."""
+    rows = measured_records(records)
+    if not rows:
+        raise ValueError(f"staleness {staleness}: no measured iterations (records with timings and iteration >= 2); "
+                         f"run at least 2 iterations")
+    splits = [iteration_split(r["timings"], staleness, workers) for r in rows]
+    wall = sum(s["iteration"] for s in splits)
+    trained = sum(int(r.get("train", {}).get("trained_tokens", 0)) for r in rows)
+    generated = sum(int(r.get("generated_tokens", 0)) for r in rows)
+    bank_total = sum(float(r["timings"].get("bank_s", 0.0)) for r in rows)
+    train_total = sum(float(r["timings"].get("train_s", 0.0)) for r in rows)
+    mean = {p: sum(s[p] for s in splits) / len(splits) for p in (*PARTS, "hidden_training", "hidden_bank")}
+    return {
+        "staleness": staleness,
+        "measured_iterations": [int(r["iteration"]) for r in rows],
+        "iteration_s": [round(s["iteration"], 4) for s in splits],
+        "iteration_s_median": statistics.median(s["iteration"] for s in splits),
+        "split_mean_s": {p: round(v, 6) for p, v in mean.items()},
+        "split_per_iteration_s": [{p: round(s[p], 4) for p in (*PARTS, "hidden_training", "hidden_bank")}
+                                  for s in splits],
+        "wall_s": wall, "trained_tokens": trained, "generated_tokens": generated, "slots": slots,
+        "trained_tokens_per_s_per_slot": trained / (wall * slots) if wall > 0 else 0.0,
+        "generated_tokens_per_s_per_slot": generated / (wall * slots) if wall > 0 else 0.0,
+        "bank_s": bank_total, "hidden_bank_share": _share_hidden(sum(s["bank"] for s in splits), bank_total),
+        "train_s": train_total,
+        "hidden_training_share": _share_hidden(sum(s["training"] for s in splits), train_total),
+        "iterations_with_faults": [int(r["iteration"]) for r in rows if r.get("faults")],
+    }
+
+
+def overlap_speedup(synchronous: dict[str, Any], overlapped: dict[str, Any]) -> dict[str, float]:
+    """Median iteration wall at staleness 0 over the same at staleness 1, and the ratio of the total walls."""
+    return {"overlap_speedup": synchronous["iteration_s_median"] / overlapped["iteration_s_median"],
+            "overlap_speedup_total": synchronous["wall_s"] / overlapped["wall_s"]}
+
+
+# ---------------------------------------------------------------------------------------------- plot
+def plot_split(runs: dict[str, dict[str, Any]], path: Path, title: str) -> Path:
+    """Stacked bars: the mean measured iteration of each run split into PARTS; hidden work noted above."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(runs)
+    fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=120)
+    bottoms = [0.0] * len(names)
+    for part in PARTS:
+        heights = [runs[n]["split_mean_s"][part] for n in names]
+        ax.bar(names, heights, bottom=bottoms, label=part, color=PART_COLOURS[part], width=0.55, edgecolor="white")
+        bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+    for i, n in enumerate(names):
+        split = runs[n]["split_mean_s"]
+        ax.annotate(f"{bottoms[i]:.2f} s\nhidden: train {split['hidden_training']:.2f} s, bank {split['hidden_bank']:.2f} s",
+                    (i, bottoms[i]), ha="center", va="bottom", fontsize=8, xytext=(0, 3), textcoords="offset points")
+    ax.set_ylabel("seconds per iteration (mean over measured iterations)")
+    ax.set_ylim(0, max(bottoms) * 1.25 if max(bottoms) > 0 else 1.0)
+    ax.set_title(title, fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------- running
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def run_workload(staleness: int, iterations: int, out_dir: Path, cache_dir: str | None) -> tuple[Any, Path, float]:
+    """One real loop run; returns its config, run folder and total wall seconds (start-up included)."""
+    from coplay.config import load_config
+    from coplay.loop import train
+
+    overrides = WORKLOAD + [f"run.out_dir={out_dir}", f"run.name=e2e-s{staleness}", f"loop.iterations={iterations}",
+                            f"loop.staleness={staleness}"]
+    if cache_dir:
+        overrides.append(f"model.tiny.cache_dir={cache_dir}")
+    cfg = load_config(overrides=overrides)
+    started = time.perf_counter()
+    run_dir = train(cfg)
+    return cfg, Path(run_dir), time.perf_counter() - started
+
+
+def _gpu_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_ITERATIONS} iterations per run")
+    parser.add_argument("--iterations", type=int, default=None,
+                        help=f"iterations per run (default {DEFAULT_ITERATIONS}; at least 2)")
+    parser.add_argument("--plot", type=Path, default=DEFAULT_PLOT, help="stacked-bar PNG path")
+    parser.add_argument("--out-dir", type=Path, default=None, help="run folders (default: a temporary folder)")
+    parser.add_argument("--keep", action="store_true", help="keep the run folders")
+    parser.add_argument("--cache-dir", default=None, help="tiny model cache (default: coplay's own)")
+    args = parser.parse_args(argv)
+    iterations = args.iterations or (QUICK_ITERATIONS if args.quick else DEFAULT_ITERATIONS)
+    if iterations < 2:
+        parser.error("--iterations must be at least 2 (iteration 1 is not measured)")
+    out_dir = args.out_dir or Path(tempfile.mkdtemp(prefix="coplay-e2e-"))
+    gpu = _gpu_available()
+    load_before = os.getloadavg()
+    started = time.perf_counter()
+    runs: dict[str, dict[str, Any]] = {}
+    try:
+        for staleness in STALENESS_ORDER:
+            load_at_start = os.getloadavg()[0]
+            cfg, run_dir, seconds = run_workload(staleness, iterations, out_dir, args.cache_dir)
+            slots = slot_count(cfg.rollout.workers, cfg.learner.ranks, gpu, cfg.cluster.rollout_worker_gpus,
+                               cfg.cluster.learner_rank_gpus)
+            summary = summarize_run(read_metrics(run_dir), staleness, cfg.rollout.workers, slots)
+            summary["run_seconds_total"] = seconds
+            summary["loadavg_1min_start_end"] = [round(load_at_start, 2), round(os.getloadavg()[0], 2)]
+            summary["run_dir"] = str(run_dir) if args.keep else None
+            runs[f"staleness_{staleness}"] = summary
+            print(f"[e2e] staleness {staleness}: {seconds:.0f} s, median iteration {summary['iteration_s_median']:.2f} s",
+                  file=sys.stderr, flush=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(out_dir, ignore_errors=True)
+    overlapped, synchronous = runs["staleness_1"], runs["staleness_0"]
+    speedup = overlap_speedup(synchronous, overlapped)
+    slot_name = "gpu" if gpu else "cpu_slot"
+    plot = plot_split({"staleness 1\n(overlapped)": overlapped, "staleness 0\n(synchronous)": synchronous},
+                      args.plot, f"coplay e2e: one iteration, {iterations - 1} measured "
+                                 f"(overlap speedup {speedup['overlap_speedup']:.2f}x)")
+    command = COMMAND + (" --quick" if args.quick else "") + (f" --iterations {args.iterations}" if args.iterations else "")
+    result = {
+        "benchmark": "e2e", "command": command, "quick": args.quick, "iterations": iterations,
+        "device": "gpu" if gpu else "cpu", "slot": slot_name, "slots": overlapped["slots"],
+        "workload": {"overrides": WORKLOAD, "staleness_runs": list(STALENESS_ORDER),
+                     "measured_iterations": overlapped["measured_iterations"]},
+        "runs": runs, **speedup, "plot": str(plot), "seconds": time.perf_counter() - started,
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                    "loadavg_before": [round(x, 2) for x in load_before],
+                    "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
+        "headline": {
+            f"trained_tok_s_per_{slot_name}": round(overlapped["trained_tokens_per_s_per_slot"], 3),
+            f"generated_tok_s_per_{slot_name}": round(overlapped["generated_tokens_per_s_per_slot"], 3),
+            "iteration_s": round(overlapped["iteration_s_median"], 3),
+            "overlap_speedup": round(speedup["overlap_speedup"], 3),
+        },
+    }
+    if overlapped["hidden_bank_share"] is not None:
+        result["headline"]["hidden_bank_share"] = round(overlapped["hidden_bank_share"], 3)
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -188,9 +188,16 @@ class DeepSpeedAdapterTrainer:
         optimizer = torch.optim.AdamW(list(module.parameters()), lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS,
                                       weight_decay=0.0)
         self.config = deepspeed_config(stage, offload, bf16, grad_clip, overrides)
-        self.engine, self.zero_optimizer, _, _ = deepspeed.initialize(
-            model=module, optimizer=optimizer, config=self.config, dist_init_required=False
-        )
+        linear = torch.nn.functional.linear
+        try:
+            self.engine, self.zero_optimizer, _, _ = deepspeed.initialize(
+                model=module, optimizer=optimizer, config=self.config, dist_init_required=False
+            )
+        finally:
+            # ZeRO-3's parameter conversion replaces torch.nn.functional.linear process-wide ("memory efficient
+            # linear"); the base model and every other user of this process would then compute with it. The
+            # adapters' weights are gathered by module hooks, so the original function is put back.
+            torch.nn.functional.linear = linear
         self.stage = stage
         if getattr(self.zero_optimizer, "backup_optimizer", None) is not None:
             raise ValueError("ZeRO-3 sub-groups split between CPU and accelerator are not supported")

@@ -13,7 +13,8 @@
 All ranks write into `.step-<k>.tmp-*` (a filesystem shared by the ranks), then rank 0 renames it to
 `step-<k>`: a crash mid-write leaves the previous checkpoint usable. Loading refuses, naming the file, a
 checkpoint whose files are missing or fail their sha256, whose backend tag or adapter set differs, or whose
-tensors have other shapes. Only safetensors and JSON are read: nothing is unpickled.
+tensors have other shapes. Only safetensors and JSON are read: nothing is unpickled. Imports torch, numpy and
+safetensors; never ray.
 """
 
 from __future__ import annotations

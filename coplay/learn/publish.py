@@ -6,6 +6,7 @@ After a learner step, every adapter that step changed is exported by rank 0 as a
 The folder is written under a temporary name and renamed, so a reader never sees half a version. All ranks
 call `publish_adapters` (under ZeRO-3 the weights are gathered collectively); only rank 0 writes and gets the
 `AdapterVersion`s back. `verify_adapter_folder` re-hashes a folder and refuses a corrupt one, naming the file.
+Standard library at import time (safetensors/peft through `coplay.models.lora` when exporting); never ray.
 """
 
 from __future__ import annotations

@@ -77,6 +77,7 @@ def main() -> None:
     parser.add_argument("--steps", default="1,2,3", help="learner steps of RESUME_PLAN to run")
     parser.add_argument("--resume", default=None)
     parser.add_argument("--save", default=None, help="checkpoint folder written after the last step")
+    parser.add_argument("--publish", default=None, help="adapters folder: publish the last step's changes")
     parser.add_argument("--out", required=True, help="safetensors file of the final weights and moments (rank 0)")
     args = parser.parse_args()
     from safetensors.torch import save_file
@@ -94,6 +95,8 @@ def main() -> None:
             if changed:
                 raise SystemExit(f"rank {learner.rank}: idle adapter {idle!r} changed at step {step}: {changed[:3]}")
         previous = current
+    if args.publish:
+        learner.publish(args.publish)
     if args.save:
         learner.save_checkpoint(args.save, bank_version=7, data_cursor={"shard": step})
     snap = previous

@@ -28,9 +28,10 @@ def _curator_state(learner) -> dict[str, torch.Tensor]:
             **{f"o/{k}": v for k, v in learner.optimizer_state("curator").items()}}
 
 
-@pytest.mark.parametrize(("backend", "stage"), [("torch", 2), ("deepspeed", 2), ("deepspeed", 3)])
-def test_idle_adapter_stays_bit_identical(cache, backend, stage):
-    learner = make_learner(cache, backend, stage)
+@pytest.mark.parametrize(("backend", "stage", "offload"),
+                         [("torch", 2, False), ("deepspeed", 2, False), ("deepspeed", 3, False), ("deepspeed", 2, True)])
+def test_idle_adapter_stays_bit_identical(cache, backend, stage, offload):
+    learner = make_learner(cache, backend, stage, offload_optimizer=offload)
     for step in range(3):
         samples, adv = batch(step, ("curator",))
         learner.train_step(samples, adv)
@@ -150,7 +151,7 @@ def test_two_deepspeed_ranks_match_one_torch_rank(cache, tmp_path, stage):
 
     out = tmp_path / "two-ranks.safetensors"
     _run_scenario(["--cache", cache, "--backend", "deepspeed", "--stage", str(stage), "--steps", "1,2,3",
-                   "--out", str(out)], ranks=2)
+                   "--out", str(out), "--publish", str(tmp_path / "adapters")], ranks=2)
     learner = make_learner(cache, "torch")
     for step in (1, 2, 3):
         learner.train_step(*batch(step, RESUME_PLAN[step]))
@@ -159,3 +160,13 @@ def test_two_deepspeed_ranks_match_one_torch_rank(cache, tmp_path, stage):
         for name, expected in learner.adapter_weights(adapter).items():
             torch.testing.assert_close(two[f"w/{adapter}/{name}"], expected, rtol=1e-4, atol=1e-6)
         assert any(not torch.equal(v, torch.zeros_like(v)) for v in learner.adapter_weights(adapter).values())
+    # rank 0 published the adapter of the last step (act@v3), gathered from both ranks under ZeRO-3
+    from coplay.learn.publish import verify_adapter_folder
+
+    published = verify_adapter_folder(tmp_path / "adapters" / "act" / "v3")
+    assert (published.version, published.learner_step) == (3, 3)
+    assert not (tmp_path / "adapters" / "curator").exists()
+    exported = load_file(str(Path(published.path) / "adapter_model.safetensors"))
+    for name, tensor in exported.items():
+        full = next(v for k, v in two.items() if k.startswith("w/act/") and k.endswith(name.replace(".weight", ".act.weight")))
+        assert torch.equal(tensor, full)

@@ -19,10 +19,24 @@ def _config_show(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from coplay.artifacts import ArtifactError
     from coplay.config import load_config
+    from coplay.learn.checkpoint import CheckpointError
     from coplay.loop import train
+    from coplay.resume import ResumeError
+    from coplay.runs import RunDirError
 
-    run_dir = train(load_config(args.config, args.overrides))
+    try:
+        if args.resume:  # the run's own resolved config, plus overrides (e.g. loop.iterations=20 to extend it)
+            from pathlib import Path
+
+            config = args.config or str(Path(args.resume) / "config.yaml")
+            run_dir = train(load_config(config, args.overrides), resume=args.resume)
+        else:
+            run_dir = train(load_config(args.config, args.overrides))
+    except (ArtifactError, CheckpointError, ResumeError, RunDirError) as exc:
+        print(f"coplay train: {exc}", file=sys.stderr)
+        return 2
     print(f"run folder: {run_dir}")
     return 0
 
@@ -128,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="{train,eval,play,bench,bank,report,config,model}")
     p = sub.add_parser("train", help="run the co-evolution loop (local Ray on loopback unless cluster.address)")
     _add_config_args(p)
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue this run folder from its last checkpoint "
+                   "(learner, schedule, artifacts, banks, pending data; see coplay/resume.py)")
     p.set_defaults(func=_train)
     p = sub.add_parser("eval", help="evaluate a player on seeds.eval (or --compare two evaluations)")
     _add_eval_args(p)

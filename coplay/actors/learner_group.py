@@ -26,6 +26,22 @@ def actor_gpus(configured: float | None) -> float:
     return 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
 
 
+def canonical_adapter_config(folder: str) -> None:
+    """Rewrite a PEFT `adapter_config.json` with sorted keys and sorted `target_modules`: PEFT keeps the
+    target modules as a set, so their order (and the bundle's sha256) would otherwise follow the process's
+    hash seed, and equal adapters from two processes (a resumed run) would get different checksums."""
+    import json
+    from pathlib import Path
+
+    from coplay.engines.adapters import ADAPTER_CONFIG
+
+    path = Path(folder) / ADAPTER_CONFIG
+    config = json.loads(path.read_text())
+    if isinstance(config.get("target_modules"), list):
+        config["target_modules"] = sorted(config["target_modules"])
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
 class LearnerRankImpl:
     """One rank: the process-group environment, then a `Learner`."""
 
@@ -74,6 +90,7 @@ class LearnerRankImpl:
             published = publish_adapters(self.learner, adapters, root)
             out = {}
             for record in published:
+                canonical_adapter_config(record.path)
                 files, sha = adapter_bundle(record.path)
                 out[record.adapter] = (files, sha, record.version)
             return out
@@ -139,3 +156,11 @@ class LearnerGroup:
 
     def versions(self) -> dict[str, int]:
         return self._all("versions")
+
+    def shutdown(self) -> None:
+        """Kill the ranks and free their placement group (another run may share the cluster)."""
+        from ray.util.placement_group import remove_placement_group
+
+        for rank in self.ranks:
+            ray.kill(rank, no_restart=True)
+        remove_placement_group(self.pg)

@@ -3,7 +3,9 @@ model calls of the skill bank's adapters (DESIGN.md §6).
 
 It pulls adapter and bank versions from the ArtifactStore by version, verifies them (the engine checks
 adapter checksums; banks are checked here), acknowledges the checksum it loaded, and keeps serving the
-previous version when a new one is refused. Threaded (`max_concurrency`), so the skill bank's `complete`
+previous version when a new one is refused. A worker remembers nothing across a restart: its constructor
+pulls the store's serving set (the versions the driver last asked every worker to serve), so a restarted or
+newly added worker serves the current versions by itself. Threaded (`max_concurrency`), so the skill bank's `complete`
 calls share the engine with a running `rollout`.
 """
 
@@ -40,6 +42,9 @@ class RolloutWorkerImpl:
         self.rules = coplay_envs.rules
         self.banks: dict[str, Bank] = {}
         self.bank_versions: dict[str, int] = {}
+        self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        adapters, banks = ray.get(self.store.serving.remote())
+        self.startup_sync = self.sync(adapters, banks) if adapters or banks else {"loaded": [], "failed": []}
 
     def sync(self, adapters: list[tuple[str, int]], banks: dict[str, int]) -> dict[str, Any]:
         """Serve exactly `adapters` (engine names `<a>@v<n>`) plus what is loaded and still needed, and the
@@ -130,7 +135,8 @@ class RolloutWorkerImpl:
         return groups
 
     def loaded(self) -> dict[str, Any]:
-        return {"adapters": self.engine.loaded_adapters(), "banks": dict(self.bank_versions)}
+        return {"adapters": self.engine.loaded_adapters(), "banks": dict(self.bank_versions),
+                "restarted": self.restarted, "startup_sync": self.startup_sync}
 
     def ping(self) -> str:
         return self.name

@@ -1,6 +1,11 @@
 """The SkillBankActor: consumes trajectory shards from a bounded queue, updates the bank of every bank key
 they touch (segment -> contract -> curator, through the rollout workers' engines), and publishes each new
 bank version to the ArtifactStore (DESIGN.md §6). The bank logic is `coplay.skills.update.update_bank`.
+
+Restart-safe: every update names the bank versions it builds on and reads them from the ArtifactStore (the
+same bytes the workers serve), so a restarted actor, or a fresh one after `coplay train --resume`, continues
+from exactly the published banks; an update publishes nothing until every bank key is done, so the driver
+can rerun a failed update (`clear_queue`, resubmit the shards, `update` again).
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ from coplay.skills.schema import Bank, bank_key_for
 from coplay.skills.teacher import TeacherCaller, contract_examples, dedupe
 from coplay.skills.update import update_bank
 from coplay.types import Sample, Trajectory, decode_shard
-
 
 SEED_UPDATES = 2  # updates that build the seed bank (the first materializes skills, the second refines them)
 
@@ -47,6 +51,21 @@ class SkillBankImpl:
         self.queue.append((iteration, shard))
         return len(self.queue)
 
+    def clear_queue(self) -> int:
+        """Drop every queued shard (before the driver resubmits the shards of a failed update)."""
+        dropped = len(self.queue)
+        self.queue.clear()
+        return dropped
+
+    def _base_bank(self, key: str, base_versions: dict[str, int] | None) -> Bank:
+        """The bank this update builds on: the published version named by the driver (read from the store),
+        else what this actor holds, else an empty bank."""
+        version = (base_versions or {}).get(key)
+        if version is None:
+            return self.banks.get(key) or Bank(bank_key=key)
+        data, _ = ray.get(self.store.get_bank.remote(key, version))
+        return Bank.from_json(json.loads(data), source=f"{key} v{version}")
+
     def _caller(self, engine_names: dict[str, str | None], iteration: int) -> FunctionCaller:
         worker_count = len(self.workers)
         temperature = self.cfg.sampling.temperature
@@ -61,9 +80,11 @@ class SkillBankImpl:
 
         return FunctionCaller(generate, pass_max_tokens=True)
 
-    def update(self, iteration: int, engine_names: dict[str, str | None]) -> dict[str, Any]:
-        """Drain the queue: one bank update per bank key found in the queued shards, each published as the
-        next version. Returns {bank_key: version}, the bank adapters' Samples (rewards set), reports and the
+    def update(self, iteration: int, engine_names: dict[str, str | None],
+               base_versions: dict[str, int] | None = None) -> dict[str, Any]:
+        """Drain the queue: one bank update per bank key found in the queued shards (building on
+        `base_versions`, read from the store), all published as their next versions once every key is done.
+        Returns {bank_key: version}, the bank adapters' Samples (rewards set), reports and the
         seconds the update took."""
         started = time.perf_counter()
         by_key: dict[str, list[Trajectory]] = {}
@@ -77,19 +98,22 @@ class SkillBankImpl:
                 by_key.setdefault(bank_key_for(traj.game, traj.seat, traj.role), []).append(traj)
         use_model = self.cfg.skill_bank.use_model and bool(self.workers)
         caller = self._caller(engine_names, iteration) if use_model else None
-        versions: dict[str, int] = {}
+        new_banks: dict[str, Bank] = {}
         samples: list[Sample] = []
         reports = []
         for key in sorted(by_key):
-            bank = self.banks.get(key) or Bank(bank_key=key)
+            bank = self._base_bank(key, base_versions)
             new_bank, new_samples, report = update_bank(bank, by_key[key], caller, self.cfg.skill_bank, iteration,
                                                         max_tokens=self.cfg.sampling.max_tokens)
+            new_banks[key] = new_bank
+            samples += new_samples
+            reports.append({**report, "skipped_trajectories": skipped})
+        versions: dict[str, int] = {}
+        for key, new_bank in new_banks.items():
             data = json.dumps(new_bank.to_json(), sort_keys=True).encode()
             ray.get(self.store.put_bank.remote(key, new_bank.version, data, iteration))
             self.banks[key] = new_bank
             versions[key] = new_bank.version
-            samples += new_samples
-            reports.append({**report, "skipped_trajectories": skipped})
         self.reports += reports
         return {"versions": versions, "samples": samples, "reports": reports,
                 "seconds": time.perf_counter() - started}
@@ -127,6 +151,9 @@ class SkillBankImpl:
     def teacher_examples(self, limit_per_adapter: int) -> list[tuple[str, list[dict[str, str]], str]]:
         """(adapter, prompt, answer) examples for `segment`, `contract`, `curator` from `seed_banks`."""
         return dedupe(self.teacher, limit_per_adapter)
+
+    def ping(self) -> str:
+        return "bank"
 
     def versions(self) -> dict[str, int]:
         return {k: b.version for k, b in self.banks.items()}

@@ -1,6 +1,13 @@
 """The driver's handle on every actor of a run, and the few operations the loop composes: start, publish,
 sync (with the corrupt-artifact protocol of DESIGN.md §6), launch rollouts, update the bank, train.
 
+Fault tolerance lives here too (DESIGN.md §6): RolloutWorkers and the SkillBankActor restart
+(`cluster.max_restarts`); a rollout chunk whose worker died is re-run (on the next worker, which may be the
+restarted one, re-synced first) and every planned episode enters the iteration exactly once (checked by
+episode id and seat); a bank update that died (its actor, or a worker it called) is rerun from its shards on
+the same base versions. Actors are named `<run folder>.worker-<i>` and `<run folder>.bank` in the driver's
+namespace (operators and kill tests find them with `ray.get_actor`).
+
 Keeping these here lets `coplay/loop.py` read top to bottom on one screen.
 """
 
@@ -12,11 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
+from ray.exceptions import RayActorError, RayTaskError
 
 from coplay.actors.artifact_store import ArtifactStore
 from coplay.actors.learner_group import LearnerGroup, actor_gpus
 from coplay.actors.rollout_worker import RolloutWorker
 from coplay.actors.skill_bank_actor import SkillBankActor
+from coplay.artifacts import ArtifactError
 from coplay.config import CoplayConfig
 from coplay.rollout.model_episodes import EpisodePlan
 from coplay.runs import RunDir
@@ -24,13 +33,60 @@ from coplay.skills.schema import Bank
 from coplay.types import Sample, Trajectory, decode_shard
 
 
+class EpisodeAccountingError(RuntimeError):
+    """Rollouts came back with a planned episode missing or an episode twice."""
+
+
+def actor_died(exc: BaseException) -> bool:
+    """A dead (restarting or gone) actor, directly or as the cause of a failed task."""
+    if isinstance(exc, RayActorError):
+        return True
+    return isinstance(exc, RayTaskError) and isinstance(getattr(exc, "cause", None), RayActorError)
+
+
+def wait_alive(actors: list[Any], timeout_s: float = 900.0) -> None:
+    """Block until every actor answers `ping` (a restarting actor refuses calls until its constructor is
+    done); a permanently dead actor raises `ActorDiedError`."""
+    from ray.exceptions import ActorUnavailableError
+
+    deadline = time.monotonic() + timeout_s
+    for actor in actors:
+        while True:
+            try:
+                ray.get(actor.ping.remote(), timeout=max(1.0, deadline - time.monotonic()))
+                break
+            except ActorUnavailableError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
+
+
+def _artifact_error(exc: RayTaskError) -> ArtifactError | None:
+    cause = getattr(exc, "cause", None)
+    return ArtifactError(str(cause)) if isinstance(cause, ArtifactError) else None
+
+
 @dataclass
 class Rollouts:
-    """Rollouts in flight: one future per worker."""
+    """Rollouts in flight: one chunk of plans per worker slot, its worker index and its future."""
 
     iteration: int
+    chunks: list[list[EpisodePlan]]
+    workers: list[int]
     refs: list[Any]
     started: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class BankJob:
+    """A bank update in flight, with what it needs to be rerun."""
+
+    iteration: int
+    shards: list[bytes]
+    names: dict[str, str | None]
+    base: dict[str, int]
+    ref: Any = None
+    attempts: int = 0
 
 
 class System:
@@ -38,16 +94,48 @@ class System:
 
     def __init__(self, cfg: CoplayConfig, run: RunDir) -> None:
         self.cfg, self.run = cfg, run
-        dump = cfg.model_dump(mode="json")
+        # the config travels as a plain dict held in the object store by this driver for the run's whole
+        # life, so restarting actors can always read their constructor arguments (Ray issue 53727)
+        self.actor_config = ray.put(cfg.model_dump(mode="json"))
         restarts = cfg.cluster.max_restarts
         self.store = ArtifactStore.remote(str(run.root), cfg.cluster.artifact_max_failures)
         gpu = actor_gpus(cfg.cluster.rollout_worker_gpus)
-        self.workers = [RolloutWorker.options(num_cpus=1, num_gpus=gpu, max_restarts=restarts, max_concurrency=8,
-                                              max_task_retries=0).remote(i, dump, self.store)
+        self.workers = [RolloutWorker.options(name=f"{run.root.name}.worker-{i}", num_cpus=1, num_gpus=gpu,
+                                              max_restarts=restarts, max_concurrency=8, max_task_retries=0)
+                        .remote(i, self.actor_config, self.store)
                         for i in range(cfg.rollout.workers)]
         self.learner = LearnerGroup(cfg)
-        self.bank = SkillBankActor.options(num_cpus=0, max_restarts=restarts).remote(dump, self.store, self.workers)
+        self.bank = SkillBankActor.options(name=f"{run.root.name}.bank", num_cpus=0, max_restarts=restarts,
+                                           max_task_retries=0).remote(self.actor_config, self.store, self.workers)
         self.bank_payloads: dict[tuple[str, int], bytes] = {}
+        self.serving: tuple[list[tuple[str, int]], dict[str, int]] = ([], {})
+        self.faults: dict[str, Any] = {}
+
+    @classmethod
+    def attach(cls, cfg: CoplayConfig, run: RunDir, store: Any, workers: list[Any]) -> System:
+        """The driver's artifact and rollout protocols over existing actors, without a learner or a bank
+        actor (tools, and tests of the corrupt-artifact protocol)."""
+        system = cls.__new__(cls)
+        system.cfg, system.run, system.store, system.workers = cfg, run, store, workers
+        system.learner = system.bank = None
+        system.bank_payloads, system.serving, system.faults = {}, ([], {}), {}
+        return system
+
+    def shutdown(self) -> None:
+        """Kill every actor of this run (no restarts) and free the learner's placement group."""
+        for actor in [*self.workers, self.bank, self.store]:
+            if actor is not None:
+                ray.kill(actor, no_restart=True)
+        if self.learner is not None:
+            self.learner.shutdown()
+
+    def take_faults(self) -> dict[str, Any]:
+        """What failed and was recovered since the last call (logged per iteration)."""
+        faults, self.faults = self.faults, {}
+        return faults
+
+    def _fault(self, kind: str, detail: str) -> None:
+        self.faults.setdefault(kind, []).append(detail)
 
     # ------------------------------------------------------------------ artifacts
     def publish(self, adapters: list[str], learner_step: int) -> dict[str, int]:
@@ -59,21 +147,46 @@ class System:
         return published
 
     def sync(self, adapter_versions: dict[str, int], frozen_act: list[int], banks: dict[str, int]) -> None:
-        """Every worker serves these versions. A refused artifact is republished from the run-folder copy and
-        retried; the ArtifactStore stops the run after `cluster.artifact_max_failures` failures."""
+        """Every worker serves these versions (recorded in the store as the serving set first, so a worker
+        that restarts later pulls them by itself)."""
         wanted = sorted({(a, v) for a, v in adapter_versions.items()} | {("act", v) for v in frozen_act})
-        pending = list(self.workers)
-        while pending:
-            reports = ray.get([w.sync.remote(wanted, banks) for w in pending])
-            retry = []
-            for worker, report in zip(pending, reports, strict=True):
-                for kind, name, version, error in report["failed"]:
+        self.serving = (wanted, dict(banks))
+        ray.get(self.store.set_serving.remote(wanted, dict(banks)))
+        for i in range(len(self.workers)):
+            self.sync_worker(i)
+
+    def sync_worker(self, index: int) -> None:
+        """One worker serves the serving set. A refused artifact (DESIGN.md §6): the worker keeps serving the
+        previous version and reports; the driver republishes it from the run-folder copy and retries; the
+        store raises `ArtifactError` (re-raised here, naming the artifact) after
+        `cluster.artifact_max_failures` failures. A worker that dies meanwhile is retried after its restart."""
+        wanted, banks = self.serving
+        deaths = 0
+        while True:
+            try:
+                report = ray.get(self.workers[index].sync.remote(wanted, banks))
+            except RayActorError as exc:
+                deaths += 1
+                self._fault("sync_worker_died", f"worker-{index}: {type(exc).__name__}")
+                if deaths > self.cfg.cluster.max_restarts:
+                    raise
+                wait_alive([self.workers[index]])
+                continue
+            if not report["failed"]:
+                return
+            for kind, name, version, error in report["failed"]:
+                self._fault("refused_artifacts", f"worker-{index} {kind} {name} v{version}: {error[:120]}")
+                try:
                     ray.get(self.store.report_failure.remote(kind, name, version, error))
                     if kind == "adapter":
                         ray.get(self.store.republish_adapter.remote(name, version))
-                if report["failed"]:
-                    retry.append(worker)
-            pending = retry
+                    else:
+                        ray.get(self.store.republish_bank.remote(name, version))
+                except RayTaskError as exc:
+                    clear = _artifact_error(exc)
+                    if clear is not None:
+                        raise clear from None
+                    raise
 
     def acknowledgements(self, versions: dict[str, int], banks: dict[str, int]) -> dict[str, dict[str, str]]:
         """`<name>@v<n>` -> {worker: sha256 it acknowledged} for the given versions."""
@@ -100,12 +213,45 @@ class System:
         chunks: list[list[EpisodePlan]] = [[] for _ in range(n)]
         for i, plan in enumerate(plans):
             chunks[(i // self.cfg.rollout.group_size) % n].append(plan)
-        refs = [w.rollout.remote(chunk, iteration) for w, chunk in zip(self.workers, chunks, strict=True) if chunk]
-        return Rollouts(iteration, refs)
+        slots = [i for i in range(n) if chunks[i]]
+        chunks = [chunks[i] for i in slots]
+        refs = [self.workers[w].rollout.remote(chunk, iteration) for w, chunk in zip(slots, chunks, strict=True)]
+        return Rollouts(iteration, chunks, slots, refs)
+
+    def gather(self, rollouts: Rollouts) -> list[dict[str, Any]]:
+        """One result per chunk. A chunk whose worker died is re-run on the next worker (the restarted one
+        when there is one worker), after syncing it; at most `cluster.max_restarts` reruns per chunk. Every
+        planned (episode, seat) then appears exactly once, or `EpisodeAccountingError`."""
+        results: list[dict[str, Any] | None] = [None] * len(rollouts.chunks)
+        reruns = [0] * len(rollouts.chunks)
+        refs = list(rollouts.refs)
+        pending = set(range(len(refs)))
+        while pending:
+            ready, _ = ray.wait([refs[i] for i in sorted(pending)], num_returns=1)
+            i = next(j for j in pending if refs[j] == ready[0])
+            try:
+                results[i] = ray.get(ready[0])
+                pending.discard(i)
+            except (RayActorError, RayTaskError) as exc:
+                if not actor_died(exc) or reruns[i] >= self.cfg.cluster.max_restarts:
+                    raise
+                reruns[i] += 1
+                worker = (rollouts.workers[i] + reruns[i]) % len(self.workers)
+                episodes = [p.episode_id for p in rollouts.chunks[i]]
+                self._fault("rollout_reruns", f"it{rollouts.iteration} chunk {i}: worker-{rollouts.workers[i]} "
+                                              f"died; {len(episodes)} episodes re-run on worker-{worker}")
+                wait_alive([self.workers[worker]])
+                self.sync_worker(worker)
+                rollouts.workers[i] = worker
+                refs[i] = self.workers[worker].rollout.remote(rollouts.chunks[i], rollouts.iteration, reruns[i])
+        done = [r for r in results if r is not None]
+        check_exactly_once([p.episode_id for c in rollouts.chunks for p in c], done, rollouts.iteration)
+        return done
 
     def collect(self, rollouts: Rollouts) -> tuple[list[Trajectory], list[bytes], dict[str, Any]]:
-        """Wait for the rollouts; write their shards to the run folder; decode them."""
-        results = ray.get(rollouts.refs)
+        """Wait for the rollouts (re-running dead workers' chunks); write one shard per chunk to the run
+        folder; decode them."""
+        results = self.gather(rollouts)
         trajectories: list[Trajectory] = []
         shards = []
         stats: dict[str, Any] = {"generation_seconds": max(r["seconds"] for r in results),
@@ -119,13 +265,51 @@ class System:
                 stats[key] = stats.get(key, 0) + result.get(key, 0)
         return trajectories, shards, stats
 
-    def bank_update(self, iteration: int, shards: list[bytes], versions: dict[str, int]) -> Any:
-        """Queue the shards of `iteration` and start the update (a future) with the bank adapters at
-        `versions`; it runs while the next rollouts play."""
-        for shard in shards:
-            ray.get(self.bank.submit.remote(iteration, shard))
+    def bank_update(self, iteration: int, shards: list[bytes], versions: dict[str, int],
+                    base: dict[str, int]) -> BankJob:
+        """Queue the shards of `iteration` and start the update (building on bank versions `base`, with the
+        bank adapters at `versions`); it runs while the next rollouts play. `bank_result` waits for it."""
         names = {a: f"{a}@v{versions[a]}" for a in ("segment", "contract", "curator")}
-        return self.bank.update.remote(iteration, names)
+        job = BankJob(iteration, shards, names, dict(base))
+        self._start_bank(job)
+        return job
+
+    def _start_bank(self, job: BankJob) -> None:
+        if job.attempts:
+            ray.get(self.bank.clear_queue.remote())
+        for shard in job.shards:
+            ray.get(self.bank.submit.remote(job.iteration, shard))
+        job.ref = self.bank.update.remote(job.iteration, job.names, job.base)
+
+    def bank_result(self, job: BankJob | None) -> dict[str, Any]:
+        """The update's result; an update that died (the bank actor, or a worker it called) is rerun from its
+        shards on the same base versions, at most `cluster.max_restarts` times."""
+        if job is None:
+            return {"versions": {}, "samples": [], "reports": []}
+        while True:
+            try:
+                if job.ref is None:
+                    self._start_bank(job)
+                return ray.get(job.ref)
+            except (RayActorError, RayTaskError) as exc:
+                if not actor_died(exc) or job.attempts >= self.cfg.cluster.max_restarts:
+                    raise
+                job.attempts += 1
+                job.ref = None
+                wait_alive([self.bank, *self.workers])
+                self._fault("bank_reruns", f"bank update over it{job.iteration}: {type(exc).__name__}; rerun "
+                                           f"{job.attempts}")
+
+    def restore_artifacts(self, ledger_steps: Any, banks: dict[int, dict[str, int]]) -> None:
+        """Adopt every adapter version the ledger names and every bank version of the bank map from the run
+        folder into the (fresh) store (`coplay train --resume`)."""
+        adapters = sorted({(a, v) for versions in ledger_steps.steps.values() for a, v in versions.items()})
+        ray.get([self.store.restore_adapter.remote(a, v) for a, v in adapters])
+        first_built: dict[tuple[str, int], int] = {}
+        for j in sorted(banks):
+            for key, version in banks[j].items():
+                first_built.setdefault((key, version), j)
+        ray.get([self.store.restore_bank.remote(key, v, j) for (key, v), j in sorted(first_built.items())])
 
     def seed_banks(self, trajectories: list[Trajectory]) -> dict[str, int]:
         return ray.get(self.bank.seed_banks.remote(trajectories, 0))
@@ -154,20 +338,42 @@ def evaluate(system: System, iteration: int, versions: dict[str, int], bank_vers
     protocol = EvalProtocol(cfg.loop.eval_episodes_single, cfg.loop.eval_episodes_per_seat, cfg.loop.eval_opponents,
                             cfg.rollout.max_steps)
     plans = eval_plans(cfg, player_seat(cfg, "model", versions), protocol, f"it{iteration}")
-    rollouts = system.launch(iteration, plans)
-    results = ray.get(rollouts.refs)
+    system.sync(versions, [], bank_versions)  # the newest versions may not have been served yet
+    results = system.gather(system.launch(iteration, plans))
     trajectories = [t for r in results for t in decode_shard(r["shard"], f"eval it{iteration}").trajectories]
     summary = summarize_eval(evaluated(trajectories, plans))
     write_eval(system.run.eval, f"it{iteration:05d}", summary,
-               {"iteration": iteration, "versions": versions, "bank_versions": bank_versions,
+               {"player": "model", "iteration": iteration, "versions": versions, "bank_versions": bank_versions,
                 "temperature": cfg.sampling.eval_temperature, "seeds": [cfg.seeds.eval.start, cfg.seeds.eval.stop]})
     return summary
 
 
 def checkpoint(system: System, iteration: int, ledger_steps: dict[int, dict[str, int]],
-               banks: dict[int, dict[str, int]]) -> str:
-    """Learner state plus the driver's schedule state, atomically under checkpoints/step-<k>/."""
-    extra = {"iteration": iteration, "ledger": {str(k): v for k, v in ledger_steps.items()},
-             "banks": {str(k): v for k, v in banks.items()}}
+               banks: dict[int, dict[str, int]], pending: tuple[Any, ...]) -> str:
+    """Learner state plus the driver's schedule state and the record of iteration `iteration`'s data (what
+    `coplay train --resume` needs, `coplay.resume`), atomically under checkpoints/step-<iteration>/."""
+    from coplay.resume import pending_record
+
+    extra = {"iteration": iteration, "staleness": system.cfg.loop.staleness,
+             "ledger": {str(k): v for k, v in ledger_steps.items()},
+             "banks": {str(k): v for k, v in banks.items()},
+             "pending": pending_record(system.run, iteration, pending)}
     return system.learner.save_checkpoint(str(system.run.checkpoint_dir(iteration)), banks.get(max(banks)),
                                           {"iteration": iteration}, extra)
+
+
+def check_exactly_once(planned: list[str], results: list[dict[str, Any]], iteration: int) -> None:
+    """Every planned episode came back, and no (episode, seat) twice."""
+    seen: set[tuple[str, str]] = set()
+    episodes: set[str] = set()
+    for result in results:
+        for traj in decode_shard(result["shard"], f"it{iteration} result").trajectories:
+            key = (traj.episode_id, traj.seat)
+            if key in seen:
+                raise EpisodeAccountingError(f"iteration {iteration}: episode {key[0]} seat {key[1]} came back twice")
+            seen.add(key)
+            episodes.add(traj.episode_id)
+    missing = sorted(set(planned) - episodes)
+    if missing:
+        raise EpisodeAccountingError(f"iteration {iteration}: {len(missing)} planned episodes never came back: "
+                                     f"{missing[:5]}")

@@ -1,0 +1,119 @@
+"""`coplay train --resume RUN_DIR` after killing the driver (DESIGN.md §6): with staleness 0 the resumed run's
+adapters equal an uninterrupted run's bit for bit; with staleness 1 every episode enters training exactly
+once across the kill. The driver is a real `coplay train` process, killed with SIGKILL once a checkpoint
+exists; the continuation runs on this test's local cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from coplay.config import load_config
+from coplay.runs import RunDir
+from tests.loop.conftest import tiny_loop_overrides
+from tests.loop.test_faults import _assert_every_episode_once
+
+
+def _overrides(runs: Path, cache_dir: str, extra: list[str], short_sft: bool = True) -> list[str]:
+    """The tiny loop; `short_sft=False` keeps its full cold start, whose policy has reward variance, so the
+    GRPO steps really change the adapters."""
+    short = ["sft.epochs=1", "sft.episodes_per_game=8"] if short_sft else []
+    return tiny_loop_overrides(str(runs), cache_dir) + short + extra
+
+
+def _train_and_kill_after_checkpoint(runs: Path, overrides: list[str], step: int) -> Path:
+    """Run `coplay train` in its own process; SIGKILL it as soon as `checkpoints/step-<step>` is complete."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, "-m", "coplay.cli", "train", *overrides], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 900
+        while time.time() < deadline and proc.poll() is None:
+            done = list(runs.glob(f"*/checkpoints/step-{step}/state.json"))
+            if done:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+                return done[0].parents[2]
+            time.sleep(0.2)
+        raise AssertionError(f"`coplay train` ended (rc {proc.poll()}) before checkpoint step-{step} appeared")
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _adapter_shas(run: RunDir) -> dict[str, str]:
+    return {f"{m.parent.parent.name}@{m.parent.name}": json.loads(m.read_text())["sha256"]
+            for m in sorted(run.root.glob("adapters/*/v*/manifest.json"))}
+
+
+def _weights_sha(run: RunDir, name: str) -> str:
+    import hashlib
+
+    adapter, version = name.split("@")
+    return hashlib.sha256((run.root / "adapters" / adapter / version / "adapter_model.safetensors").read_bytes()).hexdigest()
+
+
+@pytest.mark.slow
+def test_resume_with_staleness_0_reproduces_the_uninterrupted_adapters_bit_exactly(ray_cluster, tmp_path,
+                                                                                  tiny_model_config):
+    from coplay.loop import train
+
+    extra = ["loop.staleness=0", "loop.checkpoint_every=1", "loop.iterations=2"]
+    cache = tiny_model_config.tiny.cache_dir
+    whole = RunDir.open(train(load_config(overrides=_overrides(tmp_path / "whole", cache, extra, short_sft=False))))
+    steps = [r["train"] for r in whole.read_metrics() if r.get("train")]
+    assert len(steps) == 2 and steps[-1]["nonzero_advantages"], \
+        f"learner step 2 (after the resume point) must change the adapters for this test to mean anything: {steps}"
+
+    killed_runs = tmp_path / "killed"
+    folder = _train_and_kill_after_checkpoint(killed_runs, _overrides(killed_runs, cache, extra, short_sft=False),
+                                              step=1)
+    cfg = load_config(folder / "config.yaml")
+    resumed = RunDir.open(train(cfg, resume=folder))
+
+    assert any("resumed_from" in r for r in resumed.read_metrics())
+    expected, got = _adapter_shas(whole), _adapter_shas(resumed)
+    assert set(got) == set(expected)
+    differing = sorted(k for k in expected if expected[k] != got[k])
+    weights = sorted(k for k in differing if _weights_sha(whole, k) != _weights_sha(resumed, k))
+    assert not differing, f"adapters that differ from the uninterrupted run: {differing} (weights: {weights})"
+    assert whole.read_metrics()[-1]["final_versions"] == resumed.read_metrics()[-1]["final_versions"]
+
+
+@pytest.mark.slow
+def test_resume_with_staleness_1_trains_every_episode_exactly_once(ray_cluster, tmp_path, tiny_model_config):
+    from coplay.loop import train
+
+    extra = ["loop.staleness=1", "loop.checkpoint_every=2", "loop.iterations=3"]
+    runs = tmp_path / "runs"
+    folder = _train_and_kill_after_checkpoint(runs, _overrides(runs, tiny_model_config.tiny.cache_dir, extra), step=2)
+    cfg = load_config(folder / "config.yaml")
+    run = RunDir.open(train(cfg, resume=folder))
+
+    records = run.read_metrics()
+    marker = next(i for i, r in enumerate(records) if "resumed_from" in r)
+    assert records[marker]["learner_step"] == 1, "the checkpoint after iteration 2 holds learner step 1 (s = 1)"
+    before = [r["train"]["trained_iteration"] for r in records[:marker] if r.get("train")]
+    after = [(r.get("train") or r.get("final_train"))["trained_iteration"] for r in records[marker:]
+             if r.get("train") or r.get("final_train")]
+    assert 1 in before and after == [2, 3], (before, after)
+    _assert_every_episode_once(cfg, run)
+
+
+def test_resume_of_a_folder_without_checkpoint_fails_clearly_before_starting_anything(tmp_path, capsys):
+    from coplay.cli import main
+
+    run = RunDir.create(tmp_path, "no-ckpt", load_config().to_yaml())
+    assert main(["train", "--resume", str(run.root)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot resume" in err and "no complete checkpoint" in err and str(run.root) in err
+    assert main(["train", "--resume", str(tmp_path / "missing")]) != 0

@@ -123,7 +123,8 @@ def _run_with_kill(tmp_path, cache_dir: str, actor_suffix: str, delay_s: float) 
     from coplay.loop import train
 
     cfg = load_config(overrides=tiny_loop_overrides(str(tmp_path / "runs"), cache_dir)
-                      + ["sft.epochs=1", "sft.episodes_per_game=8"])
+                      # rollouts long enough to kill into on an idle machine
+                      + ["sft.epochs=1", "sft.episodes_per_game=8", "rollout.max_steps=12"])
     killed: list[str] = []
     killer = threading.Thread(target=_kill_when_iteration_one_is_collected,
                               args=(tmp_path / "runs", actor_suffix, delay_s, killed), daemon=True)
@@ -136,7 +137,7 @@ def _run_with_kill(tmp_path, cache_dir: str, actor_suffix: str, delay_s: float) 
 @pytest.mark.slow
 def test_killing_the_rollout_worker_mid_iteration_loses_and_duplicates_no_episode(ray_cluster, tmp_path,
                                                                                   tiny_model_config):
-    cfg, run, killed = _run_with_kill(tmp_path, tiny_model_config.tiny.cache_dir, "worker-0", 3.0)
+    cfg, run, killed = _run_with_kill(tmp_path, tiny_model_config.tiny.cache_dir, "worker-0", 1.5)
     assert killed, "the worker was never killed"
     faults = run.read_metrics()[2]["faults"]
     assert faults.get("rollout_reruns"), f"no rollout chunk was re-run: {faults}"

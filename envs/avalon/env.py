@@ -50,12 +50,6 @@ quest -> success; assassinate -> lowest other seat."""
 _MAX_LABEL_CHARS = 40
 
 
-class AvalonObservation(ObsStr):
-    """The observation string; its `dtype` equals the `Text` space's (PettingZoo's api_test compares them)."""
-
-    dtype = text_space(1).dtype
-
-
 def _check_role_names(role_names: dict[str, str] | None) -> dict[str, str]:
     names = dict(DEFAULT_ROLE_NAMES)
     for role, label in (role_names or {}).items():
@@ -101,7 +95,7 @@ class AvalonEnv(AECEnv):
         self.action_spaces = {a: act_space for a in self.possible_agents}
         self._rng: np.random.Generator | None = None
         self._game: AvalonState | None = None
-        self._observations: dict[str, AvalonObservation] = {}
+        self._observations: dict[str, ObsStr] = {}
         self._history: list[str] = []  # rendered public history, grown with the (append-only) events
         self._history_events = 0
         self._tally = HistoryTally()
@@ -170,11 +164,11 @@ class AvalonEnv(AECEnv):
         elif self.agents and getattr(self, "agent_selection", None) not in self.agents:
             self.agent_selection = self.agents[0]
 
-    def observe(self, agent: str) -> AvalonObservation:
+    def observe(self, agent: str) -> ObsStr:
         cached = self._observations.get(agent)
         if cached is None:
             info = self.infos[agent]
-            cached = AvalonObservation(render(info["view"], info["legal_actions"], self._history))
+            cached = ObsStr(render(info["view"], info["legal_actions"], self._history))
             self._observations[agent] = cached
         return cached
 

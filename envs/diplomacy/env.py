@@ -68,13 +68,6 @@ RULES: str = (
 STATE_FORMAT = "coplay-diplomacy-1"
 
 
-class ObservationText(ObsStr):
-    """The observation string. PettingZoo's `api_test` compares `obs.dtype` with the space's dtype, and a
-    gymnasium `Text` space's dtype is ``np.dtype(str)`` (``ObsStr`` in core says ``object``)."""
-
-    dtype = text_space(1).dtype
-
-
 OBS_MAX_CHARS = 1_000_000
 SOLO_CENTERS = 18
 
@@ -309,7 +302,7 @@ class DiplomacyEnv(ParallelEnv):
         for power in dict.fromkeys(list(acting) + list(self.agents)):
             view = self._view(power, public)
             count, lines = invalid.get(power, (0, []))
-            self._observations[power] = ObservationText(render_observation(view, public_text))
+            self._observations[power] = ObsStr(render_observation(view, public_text))
             self._infos[power] = {
                 "legal_actions": self._legal_actions(view),
                 "legal_orders": view["legal_orders"],

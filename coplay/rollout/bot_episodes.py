@@ -38,8 +38,9 @@ def _record(traj: Trajectory, t: int, obs: str, info: dict[str, Any], decision: 
     return step
 
 
-def _close(step: Step | None, reward: float, info: dict[str, Any]) -> None:
-    """Credit what followed a step: its reward, the features after it, its invalid flag and the score."""
+def credit_outcome(step: Step | None, reward: float, info: dict[str, Any]) -> None:
+    """Credit what followed a step: its reward, the features after it, its invalid flag and the score
+    (shared by the bot and the model runners)."""
     if step is None:
         return
     step.reward += float(reward)
@@ -62,7 +63,7 @@ def play_single(game: str, policy: str, seed: int, max_steps: int | None, hook: 
             hook("player_0", obs, info)
         step = _record(traj, len(traj.steps), obs, info, bot.act(obs, info))
         obs, reward, terminated, truncated, info = env.step(step.action)
-        _close(step, reward, info)
+        credit_outcome(step, reward, info)
         done = terminated or truncated
         traj.terminated, traj.truncated = bool(terminated), bool(truncated)
     traj.truncated = traj.truncated or not done
@@ -85,7 +86,7 @@ def play_aec(game: str, policy: str, seed: int, max_steps: int | None, hook: Obs
         obs, reward, terminated, truncated, info = env.last()
         if agent not in trajs:
             trajs[agent] = _new_trajectory(game, policy, seed, agent, _seat_role(info, agent))
-        _close(last_step[agent], reward, info)
+        credit_outcome(last_step[agent], reward, info)
         last_step[agent] = None if (terminated or truncated) else last_step[agent]
         traj = trajs[agent]
         traj.score = float(info.get("score", traj.score))
@@ -103,7 +104,7 @@ def play_aec(game: str, policy: str, seed: int, max_steps: int | None, hook: Obs
     for agent, traj in trajs.items():
         if not traj.terminated and not traj.truncated:
             traj.truncated = True
-            _close(last_step[agent], env.rewards.get(agent, 0.0), env.infos.get(agent, {}))
+            credit_outcome(last_step[agent], env.rewards.get(agent, 0.0), env.infos.get(agent, {}))
     env.close()
     return list(trajs.values())
 
@@ -127,7 +128,7 @@ def play_parallel(game: str, policy: str, seed: int, max_steps: int | None, hook
                                    bots[agent].act(observations[agent], infos[agent]))
         observations, rewards, terms, truncs, infos = env.step({a: s.action for a, s in steps.items()})
         for agent, step in steps.items():
-            _close(step, rewards.get(agent, 0.0), infos.get(agent, {}))
+            credit_outcome(step, rewards.get(agent, 0.0), infos.get(agent, {}))
             trajs[agent].score = step.score
             trajs[agent].terminated = bool(terms.get(agent, False))
             trajs[agent].truncated = bool(truncs.get(agent, False))

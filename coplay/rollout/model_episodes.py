@@ -19,6 +19,7 @@ from typing import Any
 from coplay.agent.decision import DecisionAgent, ModelSeat, SkillSource
 from coplay.agent.openai_player import ChatClient, OpenAIEndpoint, OpenAISeat, client_for, close_clients
 from coplay.engines.base import Engine
+from coplay.rollout.bot_episodes import credit_outcome
 from coplay.types import Sample, Step, Trajectory
 
 
@@ -120,10 +121,7 @@ class _Seat:
         step = self.open
         if step is None:
             return
-        step.reward += float(reward)
-        step.features_after = dict(info.get("features", step.features_after))
-        step.score = float(info.get("score", step.score))
-        step.invalid = int(info.get("invalid_action", 0) or 0)
+        credit_outcome(step, reward, info)
         self.traj.score = step.score
         if self.agent is not None:
             self.agent.observe_outcome(step)

@@ -12,7 +12,6 @@ JSON and Markdown under the run's `eval/`. No ray: the loop runs the same plans 
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,7 +129,3 @@ def run_local(cfg: CoplayConfig, player: str, protocol: EvalProtocol, engine: An
     ctx = RunnerContext(engine=engine, rules=coplay_envs.rules, skills_for=lambda g, r: None, run_seed=cfg.seeds.run)
     trajectories = evaluated(asyncio.run(play_episodes(ctx, plans, cfg.rollout.concurrent_episodes)), plans)
     return summarize_eval(trajectories), trajectories
-
-
-def load_eval(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text())

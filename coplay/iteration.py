@@ -6,7 +6,6 @@ and these decisions are unit-tested.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Mapping
 from typing import Any
@@ -114,10 +113,6 @@ def training_batch(cfg: CoplayConfig, trajectories: list[Trajectory], banks: Map
     advantages = all_advantages(learners, bank_samples)
     samples = [s for t in learners for s in t.samples] + list(bank_samples)
     return [s for s in samples if s.sample_id in advantages], advantages
-
-
-def banks_from_json(payloads: Mapping[str, bytes]) -> dict[str, Bank]:
-    return {key: Bank.from_json(json.loads(data), source=key) for key, data in payloads.items()}
 
 
 def nonzero_advantages(samples: list[Sample], advantages: Mapping[str, float]) -> dict[str, int]:

@@ -20,7 +20,7 @@ from coplay.agent.decision import DecisionAgent, ModelSeat, SkillSource
 from coplay.agent.openai_player import ChatClient, OpenAIEndpoint, OpenAISeat, client_for, close_clients
 from coplay.engines.base import Engine
 from coplay.rollout.bot_episodes import credit_outcome
-from coplay.types import Sample, Step, Trajectory
+from coplay.types import Step, Trajectory
 
 
 @dataclass(frozen=True)
@@ -257,7 +257,3 @@ def group_plans(game: str, seeds: list[int], group_size: int, default: SeatPlaye
 def with_versions(seat: ModelSeat, act: str | None, retrieve: str | None) -> ModelSeat:
     """The same seat settings with other adapter engine names (e.g. a frozen opponent)."""
     return replace(seat, act=act, retrieve=retrieve)
-
-
-def all_samples(trajectories: list[Trajectory]) -> list[Sample]:
-    return [s for t in trajectories for s in t.samples]

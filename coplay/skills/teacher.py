@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from coplay.skills.caller import ChatMessages, Completion, FunctionCaller
 from coplay.skills.model_rounds import skill_contract_prompt
@@ -74,7 +73,3 @@ def dedupe(examples: Sequence[Example], limit_per_adapter: int) -> list[Example]
         counts[adapter] = counts.get(adapter, 0) + 1
         out.append((adapter, prompt, answer))
     return out
-
-
-def teacher_summary(examples: Sequence[Example]) -> dict[str, Any]:
-    return {a: sum(1 for e in examples if e[0] == a) for a in ("segment", "contract", "curator")}

@@ -251,6 +251,9 @@ class SftConfig(Section):
     max_steps: int | None = Field(None, ge=1, description="horizon of teacher episodes (None: the game's own)")
     max_examples_per_adapter: int = Field(2000, ge=1, description="cap on SFT examples per adapter (evenly spread)")
     epochs: int = Field(1, ge=1)
+    min_batches_per_adapter: int = Field(
+        0, ge=0, description="repeat an adapter's few examples (more epochs) until it gets at least this many "
+                             "optimizer batches; the bank adapters often have a handful of teacher examples")
     lr: float = Field(1e-4, gt=0.0)
     openai_base_url: str | None = Field(None, description="OpenAI-compatible API root incl. /v1, e.g. http://127.0.0.1:8000/v1")
     openai_model: str | None = None
@@ -277,6 +280,8 @@ class LoopConfig(Section):
     iterations: int = Field(10, ge=1)
     staleness: int = Field(1, ge=0)
     eval_every: int = Field(5, ge=0, description="evaluate on seeds.eval every E iterations (0 = never)")
+    eval_at_start: bool = Field(
+        False, description="also evaluate the cold-start adapters (learner step 0: SFT only) as iteration 0")
     eval_episodes_single: int = Field(16, ge=1, description="episodes per single-player game (paper: 16)")
     eval_episodes_per_seat: int = Field(10, ge=1, description="episodes per seat in Avalon/Diplomacy (paper: 10)")
     eval_opponents: Literal["expert", "random", "self"] = "expert"

@@ -37,7 +37,8 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
     system = None
     try:
         system = System(cfg, run)
-        state = resume_state(system, cfg, log) if resume else fresh_state(system, cfg, log)
+        at_start = evaluate if cfg.loop.eval_at_start else None
+        state = resume_state(system, cfg, log) if resume else fresh_state(system, cfg, log, at_start)
         ledger, banks, data, s = state.ledger, state.banks, state.data, cfg.loop.staleness
         for k in range(state.next_iteration, cfg.loop.iterations + 1):
             t0 = time.perf_counter()

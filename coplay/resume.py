@@ -25,6 +25,7 @@ No ray here: the System's methods do the remote calls.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,12 +113,16 @@ def resumable_checkpoint(run: RunDir) -> Path:
     return ckpt
 
 
-def fresh_state(system: Any, cfg: CoplayConfig, log: Any) -> LoopState:
-    """Step 0 (cold start) of a new run."""
+def fresh_state(system: Any, cfg: CoplayConfig, log: Any, evaluate: Callable[..., dict] | None = None) -> LoopState:
+    """Step 0 (cold start) of a new run; with `evaluate` (loop.eval_at_start) the cold-start adapters are
+    evaluated as iteration 0, the SFT-only point of the learning curve."""
     from coplay.cold_start import cold_start
 
     versions0, banks0, report = cold_start(system, cfg)
-    log.log(0, {"cold_start": report, "versions": versions0, "bank_versions": banks0})
+    record: dict[str, Any] = {"cold_start": report, "versions": versions0, "bank_versions": banks0}
+    if evaluate is not None:
+        record["eval"] = evaluate(system, 0, versions0, banks0)
+    log.log(0, record)
     return LoopState(VersionLedger({0: versions0}), {0: banks0})
 
 

@@ -62,17 +62,20 @@ class LearnerRankImpl:
         return {"learner_step": metrics.learner_step, "adapters": metrics.adapters,
                 "trained_tokens": metrics.trained_tokens, "versions": dict(self.learner.versions)}
 
-    def sft(self, examples: list[Any], epochs: int, lr: float) -> dict[str, Any]:
-        """Cold-start SFT of every adapter that has examples; per adapter the first and last batch loss."""
-        from coplay.learn.sft import run_sft
+    def sft(self, examples: list[Any], epochs: int, lr: float, min_batches: int = 0) -> dict[str, Any]:
+        """Cold-start SFT of every adapter that has examples; per adapter the first and last batch loss.
+        An adapter with few examples runs more epochs, until it has at least `min_batches` batches."""
+        from coplay.learn.sft import SFT_BATCH_SIZE, run_sft
 
         report = {}
         for adapter in self.learner.adapter_names:
             mine = [e for e in examples if e.adapter == adapter]
             if mine:
-                losses = run_sft(self.learner, adapter, mine, epochs=epochs, lr=lr, seed=self.cfg.seeds.run)
-                report[adapter] = {"examples": len(mine), "batches": len(losses), "first_loss": losses[0],
-                                   "last_loss": losses[-1]}
+                per_epoch = -(-len(mine) // SFT_BATCH_SIZE)
+                adapter_epochs = max(epochs, -(-min_batches // per_epoch))
+                losses = run_sft(self.learner, adapter, mine, epochs=adapter_epochs, lr=lr, seed=self.cfg.seeds.run)
+                report[adapter] = {"examples": len(mine), "epochs": adapter_epochs, "batches": len(losses),
+                                   "first_loss": losses[0], "last_loss": losses[-1]}
         return report
 
     def export(self, adapters: list[str]) -> dict[str, tuple[dict[str, bytes], str, int]]:
@@ -142,8 +145,8 @@ class LearnerGroup:
     def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> dict[str, Any]:
         return self._all("train_step", samples, advantages)
 
-    def sft(self, examples: list[Any], epochs: int, lr: float) -> dict[str, Any]:
-        return self._all("sft", examples, epochs, lr)
+    def sft(self, examples: list[Any], epochs: int, lr: float, min_batches: int = 0) -> dict[str, Any]:
+        return self._all("sft", examples, epochs, lr, min_batches)
 
     def export(self, adapters: list[str]) -> dict[str, tuple[dict[str, bytes], str, int]]:
         return self._all("export", adapters)

@@ -135,7 +135,8 @@ class SkillBankImpl:
                 if not part:
                     continue
                 teacher = TeacherCaller()
-                bank, _, _ = update_bank(bank, part, teacher, cfg, iteration)
+                bank, samples, _ = update_bank(bank, part, teacher, cfg, iteration)
+                teacher.label_curator_by_quality(samples)
                 self.teacher += teacher.examples
             if bank.skills:  # a labelling pass over everything against the final skills; its bank is dropped
                 teacher = TeacherCaller()

@@ -59,13 +59,16 @@ def _sft_items(examples: list[TokenizedExample]) -> list[TrainItem]:
     return [TrainItem(e.prompt_ids, e.completion_ids, [0.0] * len(e.completion_ids), 1.0, 1.0) for e in examples]
 
 
+SFT_BATCH_SIZE = 16  # examples per optimizer batch
+
+
 def run_sft(
     learner: Any,
     adapter: str,
     examples: Sequence[Any],
     epochs: int = 1,
     lr: float = 1e-4,
-    batch_size: int = 16,
+    batch_size: int = SFT_BATCH_SIZE,
     seed: int = 0,
 ) -> list[float]:
     """Train `adapter` on the examples; returns the loss of every optimizer batch (mean over ranks' sums).

@@ -3,7 +3,10 @@ decisions, phrased as the answers those adapters are asked for (DESIGN.md §5, c
 
 `TeacherCaller` stands in for a model during a deterministic bank update and answers as the deterministic
 policy decides: every curator proposal approved (the deterministic policy applies them all) and every
-segment ranked in the segmentation's own score order (the order the prompt lists the ids in). Contract
+segment ranked in the segmentation's own score order (the order the prompt lists the ids in). The curator
+*examples* are then relabelled by what the proposal did to the bank's quality (`label_curator_by_quality`):
+APPROVE when ΔQ ≥ 0, REJECT when it fell, the verdict the curator reward pays for — so the SFT'd curator
+has seen both answers instead of memorising APPROVE. Contract
 examples are the final deterministic protocols of the bank's skills under the prompt `contract_round`
 builds. Every prompt and answer is recorded as an example. Pure Python: no ray, no torch.
 """
@@ -17,6 +20,7 @@ from collections.abc import Sequence
 from coplay.skills.caller import ChatMessages, Completion, FunctionCaller
 from coplay.skills.model_rounds import skill_contract_prompt
 from coplay.skills.schema import Bank
+from coplay.types import Sample
 
 Example = tuple[str, ChatMessages, str]  # (adapter, prompt messages, completion)
 _RANK_IDS = re.compile(r"Rank these ids: (.+)$", re.MULTILINE)
@@ -47,6 +51,25 @@ class TeacherCaller(FunctionCaller):
                 self.examples.append((adapter, prompt, answer))
             out.append([answer] * n)
         return out
+
+    def label_curator_by_quality(self, samples: Sequence[Sample]) -> int:
+        """Relabel the recorded curator examples of one `update_bank` call with the verdict its quality
+        change supports, from that call's curator samples (n per prompt, in prompt order, ΔQ in their meta).
+        Returns how many examples became REJECT; a count that does not line up is an error, not a guess."""
+        where = [i for i, example in enumerate(self.examples) if example[0] == "curator"]
+        mine = [s for s in samples if s.adapter == "curator"]
+        if not where:
+            return 0
+        if len(mine) % len(where):
+            raise ValueError(f"{len(mine)} curator samples for {len(where)} recorded curator prompts")
+        n = len(mine) // len(where)
+        rejected = 0
+        for j, i in enumerate(where):
+            meta = mine[j * n].meta
+            worse = float(meta["quality_after"]) < float(meta["quality_before"])
+            self.examples[i] = ("curator", self.examples[i][1], "VERDICT: REJECT" if worse else "VERDICT: APPROVE")
+            rejected += worse
+        return rejected
 
 
 def contract_examples(bank: Bank) -> list[Example]:

@@ -1,0 +1,184 @@
+"""Learning evidence (issue #10): does co-evolution improve on cold-start SFT, and on random play?
+
+One run of `launch/configs/cpu-2048-learning.yaml` (a real `coplay.loop.train`: local Ray, vLLM CPU engine,
+DeepSpeed ZeRO-2, skill bank served by the same engine), then baselines on the same evaluation protocol:
+
+- `SFT only`: the cold-start adapters (learner step 0), evaluated by the loop as iteration 0
+  (`loop.eval_at_start`), with the initial banks;
+- `random` and `expert`: the game's bots on the same `seeds.eval` and horizon (`rollout.max_steps`).
+
+Every evaluation is the protocol of `coplay.eval` (16 episodes per single-player game, one per eval seed, the
+same seeds for every player; model players sample at `sampling.eval_temperature`). Seeds are fixed in the
+config before the run. Writes, under `--out` (default `benchmarks/results/`):
+`learning-<game>.json` (the curve, baselines, Welch 95% intervals of last-vs-SFT and last-vs-random, the
+per-iteration rollout figures, the command and commit), `learning-<game>.png` (score over iterations with CI
+bands, baselines as bands) and `learning-<game>-report.html` (the run's `coplay report`). The run folder stays
+under `run.out_dir`. Run: ``python -m benchmarks.learning [--config PATH] [dotted.overrides ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CONFIG = "launch/configs/cpu-2048-learning.yaml"
+
+
+def _commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout.strip()
+
+
+def baselines(cfg: Any, run_root: Path) -> dict[str, dict[str, Any]]:
+    """Random and expert bots on the loop's evaluation protocol, plus the SFT-only point (iteration 0),
+    written as `eval/baseline-*.json` without an iteration (the report draws them as levels)."""
+    from coplay.eval import EvalProtocol, run_local, write_eval
+
+    protocol = EvalProtocol(cfg.loop.eval_episodes_single, cfg.loop.eval_episodes_per_seat, cfg.loop.eval_opponents,
+                            cfg.rollout.max_steps)
+    out: dict[str, dict[str, Any]] = {}
+    for bot in ("random", "expert"):
+        results, trajectories = run_local(cfg, bot, protocol)
+        write_eval(run_root / "eval", f"baseline-{bot}", results,
+                   {"label": f"{bot} bot", "player": bot, "trajectories": len(trajectories),
+                    "max_steps": protocol.max_steps, "seeds_eval_start": cfg.seeds.eval.start})
+        out[bot] = results
+    sft = json.loads((run_root / "eval" / "it00000.json").read_text())
+    write_eval(run_root / "eval", "baseline-sft-only", sft["results"],
+               {**{k: v for k, v in sft["meta"].items() if k != "iteration"}, "label": "SFT only (learner step 0)"})
+    out["sft_only"] = sft["results"]
+    return out
+
+
+def curve(run_root: Path, game: str) -> list[dict[str, Any]]:
+    """The model's evaluations per iteration (0 = SFT only) from `eval/it*.json`."""
+    rows = []
+    for path in sorted((run_root / "eval").glob("it*.json")):
+        data = json.loads(path.read_text())
+        score = data["results"][game]["score"]
+        rows.append({"iteration": int(data["meta"]["iteration"]), **score})
+    return rows
+
+
+def rollout_rows(run_root: Path, game: str) -> list[dict[str, Any]]:
+    """Per iteration, what training saw: rollout score, invalid-action rate, act reward, seconds."""
+    from coplay.runs import RunDir
+
+    rows = []
+    for record in RunDir.open(run_root).read_metrics():
+        if "scores" not in record or game not in record["scores"]:
+            continue
+        rows.append({"iteration": record["iteration"], "rollout_score": record["scores"][game],
+                     "invalid_action_rate": record.get("invalid_rate"), "parse_error_rate": record.get("parse_error_rate"),
+                     "act_reward": record.get("reward_parts", {}).get("act"),
+                     "seconds": record.get("timings", {}).get("iteration_s")})
+    return rows
+
+
+def differences(last: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """Welch 95% interval of last − other from the two summaries (mean, t-interval, n)."""
+    from coplay.compare import std_from_t_interval, welch_interval
+
+    s_a = std_from_t_interval(int(other["n"]), other["ci_low"], other["ci_high"])
+    s_b = std_from_t_interval(int(last["n"]), last["ci_low"], last["ci_high"])
+    interval = welch_interval(other["mean"], s_a, int(other["n"]), last["mean"], s_b, int(last["n"]))
+    if interval is None:
+        return {"difference": last["mean"] - other["mean"], "ci95": None, "excludes_zero": None}
+    low, high = interval
+    return {"difference": last["mean"] - other["mean"], "ci95": [low, high], "excludes_zero": low > 0 or high < 0}
+
+
+def plot(path: Path, game: str, points: list[dict[str, Any]], levels: dict[str, dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    xs = [p["iteration"] for p in points]
+    ax.plot(xs, [p["mean"] for p in points], marker="o", color="C0", label="co-evolution (eval, T=0.3)")
+    ax.fill_between(xs, [p["ci_low"] for p in points], [p["ci_high"] for p in points], color="C0", alpha=0.2)
+    for color, (name, score) in zip(("C1", "C2", "C3"), levels.items(), strict=False):
+        ax.axhline(score["mean"], color=color, linestyle="--", label=name)
+        ax.axhspan(score["ci_low"], score["ci_high"], color=color, alpha=0.1)
+    ax.set_xlabel("iteration (0 = after cold-start SFT)")
+    ax.set_ylabel(f"{game} score (mean, 95% t-interval)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", default=DEFAULT_CONFIG)
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("overrides", nargs="*", help="dotted config overrides")
+    args = parser.parse_args(argv)
+
+    from coplay.config import load_config
+    from coplay.loop import train
+    from coplay.report.html import write_report
+
+    cfg = load_config(args.config, [*args.overrides, "loop.eval_at_start=true"])
+    if len(cfg.games) != 1 or not cfg.loop.eval_every:
+        raise SystemExit("benchmarks.learning needs one single-player game and loop.eval_every >= 1")
+    game = cfg.games[0]
+    started = time.time()
+    run_root = Path(train(cfg))
+    train_seconds = time.time() - started
+    base = baselines(cfg, run_root)
+    report = write_report(run_root)
+    points = curve(run_root, game)
+    last = points[-1]
+    levels = {"SFT only (iteration 0)": base["sft_only"][game]["score"], "random bot": base["random"][game]["score"],
+              "expert bot": base["expert"][game]["score"]}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = {
+        "command": " ".join(["python -m benchmarks.learning", *(["--config", args.config]), *args.overrides]),
+        "commit": _commit(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "run_dir": str(run_root),
+        "train_seconds": round(train_seconds, 1), "total_seconds": round(time.time() - started, 1),
+        "game": game, "eval": {"episodes": cfg.loop.eval_episodes_single, "max_steps": cfg.rollout.max_steps,
+                               "temperature": cfg.sampling.eval_temperature,
+                               "seeds": [cfg.seeds.eval.start, cfg.seeds.eval.start + cfg.loop.eval_episodes_single]},
+        "curve": points, "baselines": levels,
+        "last_minus_sft_only": differences(last, levels["SFT only (iteration 0)"]),
+        "last_minus_random": differences(last, levels["random bot"]),
+        "rollouts": rollout_rows(run_root, game), "cold_start": _cold_start(run_root),
+        "config": cfg.model_dump(mode="json"),
+    }
+    (out / f"learning-{game}.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    plot(out / f"learning-{game}.png", game, points, levels)
+    shutil.copyfile(report, out / f"learning-{game}-report.html")
+    print(f"| iteration | {game} score (eval) | 95% CI |\n|---|---|---|")
+    for p in points:
+        print(f"| {p['iteration']} | {p['mean']:.1f} | [{p['ci_low']:.1f}, {p['ci_high']:.1f}] |")
+    for name, s in levels.items():
+        print(f"| {name} | {s['mean']:.1f} | [{s['ci_low']:.1f}, {s['ci_high']:.1f}] |")
+    for key in ("last_minus_sft_only", "last_minus_random"):
+        d = summary[key]
+        interval = f"[{d['ci95'][0]:+.1f}, {d['ci95'][1]:+.1f}]" if d["ci95"] else "(n < 2)"
+        print(f"{key}: {d['difference']:+.1f} {interval}")
+    print(f"written {out / f'learning-{game}.json'}, .png and -report.html; run folder {run_root}; "
+          f"{summary['total_seconds']:.0f} s")
+    return 0
+
+
+def _cold_start(run_root: Path) -> dict[str, Any] | None:
+    from coplay.runs import RunDir
+
+    return next((r.get("cold_start") for r in RunDir.open(run_root).read_metrics() if "cold_start" in r), None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -78,7 +78,7 @@ PART_COLOURS = {"sync": "#8c8c8c", "generation": "#4c72b0", "env": "#55a868", "t
 WORKLOAD = [
     "games=[2048]", "rollout.workers=1", "rollout.start_states=2", "rollout.group_size=4", "rollout.max_steps=6",
     "rollout.concurrent_episodes=8", "rollout.retrieve_every=2",
-    "sampling.max_tokens={act: 24, retrieve: 8, segment: 24, contract: 96, curator: 8}", "sampling.temperature=0.7",
+    "sampling.max_tokens={act: 24, retrieve: 8, segment: 24, contract: 96, curator: 16}", "sampling.temperature=0.7",
     "engine.max_model_len=2048", "engine.max_num_seqs=16", "engine.enforce_eager=true", "engine.dtype=float32",
     "sft.episodes_per_game=16", "sft.max_steps=40", "sft.max_examples_per_adapter=64", "sft.epochs=4", "sft.lr=1e-2",
     "learner.backend=deepspeed", "learner.zero_stage=2", "learner.ranks=1", "learner.lr=1e-3",

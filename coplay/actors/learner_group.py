@@ -65,14 +65,13 @@ class LearnerRankImpl:
     def sft(self, examples: list[Any], epochs: int, lr: float, min_batches: int = 0) -> dict[str, Any]:
         """Cold-start SFT of every adapter that has examples; per adapter the first and last batch loss.
         An adapter with few examples runs more epochs, until it has at least `min_batches` batches."""
-        from coplay.learn.sft import SFT_BATCH_SIZE, run_sft
+        from coplay.learn.sft import run_sft, sft_epochs
 
         report = {}
         for adapter in self.learner.adapter_names:
             mine = [e for e in examples if e.adapter == adapter]
             if mine:
-                per_epoch = -(-len(mine) // SFT_BATCH_SIZE)
-                adapter_epochs = max(epochs, -(-min_batches // per_epoch))
+                adapter_epochs = sft_epochs(len(mine), epochs, min_batches)
                 losses = run_sft(self.learner, adapter, mine, epochs=adapter_epochs, lr=lr, seed=self.cfg.seeds.run)
                 report[adapter] = {"examples": len(mine), "epochs": adapter_epochs, "batches": len(losses),
                                    "first_loss": losses[0], "last_loss": losses[-1]}

@@ -6,6 +6,9 @@ Restart-safe: every update names the bank versions it builds on and reads them f
 same bytes the workers serve), so a restarted actor, or a fresh one after `coplay train --resume`, continues
 from exactly the published banks; an update publishes nothing until every bank key is done, so the driver
 can rerun a failed update (`clear_queue`, resubmit the shards, `update` again).
+
+Test hook: `testing_delay_next_update(seconds)` makes the next `update` sleep first, so a kill test can land
+inside an update however fast the update itself is. Nothing in a run calls it.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class SkillBankImpl:
         self.queue: deque[tuple[int, bytes]] = deque()
         self.reports: list[dict[str, Any]] = []
         self.teacher: list[tuple[str, list[dict[str, str]], str]] = []
+        self.delay_next_update_s = 0.0
 
     def submit(self, iteration: int, shard: bytes) -> int:
         """Queue one shard (msgpack bytes); raises `QueueFull` past `skill_bank.queue_size`."""
@@ -87,6 +91,9 @@ class SkillBankImpl:
         Returns {bank_key: version}, the bank adapters' Samples (rewards set), reports and the
         seconds the update took."""
         started = time.perf_counter()
+        if self.delay_next_update_s:
+            time.sleep(self.delay_next_update_s)
+            self.delay_next_update_s = 0.0
         by_key: dict[str, list[Trajectory]] = {}
         skipped = 0
         while self.queue:
@@ -152,6 +159,10 @@ class SkillBankImpl:
     def teacher_examples(self, limit_per_adapter: int) -> list[tuple[str, list[dict[str, str]], str]]:
         """(adapter, prompt, answer) examples for `segment`, `contract`, `curator` from `seed_banks`."""
         return dedupe(self.teacher, limit_per_adapter)
+
+    def testing_delay_next_update(self, seconds: float) -> None:
+        """TEST HOOK: the next `update` sleeps `seconds` before it starts (see the module docstring)."""
+        self.delay_next_update_s = float(seconds)
 
     def ping(self) -> str:
         return "bank"

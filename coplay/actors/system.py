@@ -271,7 +271,12 @@ class System:
         bank adapters at `versions`); it runs while the next rollouts play. `bank_result` waits for it."""
         names = {a: f"{a}@v{versions[a]}" for a in ("segment", "contract", "curator")}
         job = BankJob(iteration, shards, names, dict(base))
-        self._start_bank(job)
+        try:
+            self._start_bank(job)
+        except (RayActorError, RayTaskError) as exc:  # died while taking the shards: `bank_result` reruns it
+            if not actor_died(exc):
+                raise
+            self._bank_failed(job, exc)
         return job
 
     def _start_bank(self, job: BankJob) -> None:
@@ -289,16 +294,19 @@ class System:
         while True:
             try:
                 if job.ref is None:
+                    wait_alive([self.bank, *self.workers])
                     self._start_bank(job)
                 return ray.get(job.ref)
             except (RayActorError, RayTaskError) as exc:
                 if not actor_died(exc) or job.attempts >= self.cfg.cluster.max_restarts:
                     raise
-                job.attempts += 1
-                job.ref = None
-                wait_alive([self.bank, *self.workers])
-                self._fault("bank_reruns", f"bank update over it{job.iteration}: {type(exc).__name__}; rerun "
-                                           f"{job.attempts}")
+                self._bank_failed(job, exc)
+
+    def _bank_failed(self, job: BankJob, exc: BaseException) -> None:
+        """Count a bank update that died (while taking its shards or while running) for a rerun."""
+        job.attempts += 1
+        job.ref = None
+        self._fault("bank_reruns", f"bank update over it{job.iteration}: {type(exc).__name__}; rerun {job.attempts}")
 
     def restore_artifacts(self, ledger_steps: Any, banks: dict[int, dict[str, int]]) -> None:
         """Adopt every adapter version the ledger names and every bank version of the bank map from the run

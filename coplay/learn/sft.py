@@ -62,6 +62,14 @@ def _sft_items(examples: list[TokenizedExample]) -> list[TrainItem]:
 SFT_BATCH_SIZE = 16  # examples per optimizer batch
 
 
+def sft_epochs(n_examples: int, epochs: int, min_batches: int, batch_size: int = SFT_BATCH_SIZE) -> int:
+    """Epochs for an adapter with `n_examples`: at least `epochs`, more when that gives fewer than
+    `min_batches` optimizer batches (a bank adapter with five teacher examples would otherwise get one
+    batch per epoch)."""
+    per_epoch = max(1, -(-n_examples // batch_size))
+    return max(epochs, -(-min_batches // per_epoch))
+
+
 def run_sft(
     learner: Any,
     adapter: str,

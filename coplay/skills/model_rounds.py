@@ -26,6 +26,7 @@ from coplay.skills.prompts import (
     parse_protocol,
     parse_ranking,
     parse_verdict,
+    read_effects,
     segment_prompt,
 )
 from coplay.skills.rewards import contract_reward, curator_reward, segment_reward
@@ -199,8 +200,9 @@ def contract_round(caller: ModelCaller, bank: Bank, skill_ids: Sequence[str], he
             try:
                 protocol, proposed = parse_protocol(sample.completion_text, bank.features)
                 valid, error = True, ""
-            except AnswerError as exc:
-                protocol, proposed, valid, error = None, [], False, str(exc)
+            except AnswerError as exc:  # rejected as a protocol; its stated effects still earn their F1
+                protocol, valid, error = None, False, str(exc)
+                proposed = read_effects(sample.completion_text, bank.features) or []
                 counts["contract_invalid_samples"] += 1
             sample.reward = contract_reward(proposed, ref_effects, cfg.eff_freq, valid)
             sample.meta.update({"bank_key": bank.bank_key, "iteration": iteration, "skill_id": skill.id,

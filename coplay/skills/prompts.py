@@ -79,9 +79,9 @@ def contract_prompt(game: str, tag: str, n_instances: int, frequencies: Mapping[
     feats = ", ".join(f"{n} ({k})" for n, k in sorted(feature_kinds.items()))
     start = ", ".join(f"{n}={_fmt(v)}" for n, v in sorted(mean_start.items()))
     system = ("You write the protocol of one skill of a game-playing agent. Answer with one JSON object with keys "
-              '"summary" (one sentence), "plan" (2 to 7 short steps), "preconditions", "success", "abort" '
-              "(validator expressions over the features: comparisons < <= > >= == !=, and, or, not, numbers, "
-              'true, false, feature names) and "effects" (contract literals: f↑, f↓, b=true, b=false).')
+              '"effects" (contract literals: f↑, f↓, b=true, b=false), "summary" (one sentence), "plan" (2 to 7 '
+              'short steps), "preconditions", "success" and "abort" (validator expressions over the features: '
+              "comparisons < <= > >= == !=, and, or, not, numbers, true, false, feature names).")
     user = (f"Game: {game}\nIntention tag: {tag or 'NONE'}\nInstances: {n_instances}, about {duration:.0f} steps each.\n"
             f"Effects seen (share of instances): {freq_text or '(none)'}\nTypical start: {start}\n"
             f"Features: {feats}\n\nJSON:")
@@ -143,16 +143,41 @@ def parse_protocol(text: str, features: Iterable[str]) -> tuple[dict[str, Any], 
             protocol[key] = parse_expression(value, known).text
         except ExpressionError as exc:
             raise AnswerError(f"{key}: {exc}") from None
-    effects_raw = data.get("effects", [])
+    return protocol, _effects(data.get("effects", []), known)
+
+
+def _effects(items: Any, known: set[str]) -> list[str]:
+    """Canonical literals of an `effects` list; unparseable items stay as text (they match no literal)."""
     effects: list[str] = []
-    if isinstance(effects_raw, list):
-        for item in effects_raw:
-            try:
-                parsed = parse_literal(item)
-                effects.append(str(parsed) if parsed.feature in known else str(item))
-            except LiteralError:
-                effects.append(str(item))
-    return protocol, sorted(set(effects))
+    for item in items if isinstance(items, list) else []:
+        try:
+            parsed = parse_literal(item)
+            effects.append(str(parsed) if parsed.feature in known else str(item))
+        except LiteralError:
+            effects.append(str(item))
+    return sorted(set(effects))
+
+
+_EFFECTS_LIST = re.compile(r'"effects"\s*:\s*(\[[^\[\]]*\])')
+
+
+def read_effects(text: str, features: Iterable[str]) -> list[str] | None:
+    """The effect literals a `contract` answer states, for its F1 reward even when the protocol around them
+    does not validate (or was cut off at the token limit): the `effects` list of the JSON object, else the
+    first complete `"effects": [...]` list in the text. None when there is no such list."""
+    known = set(features)
+    try:
+        data = _json_object(text)
+    except AnswerError:
+        match = _EFFECTS_LIST.search(text)
+        if match is None:
+            return None
+        try:
+            items = json.loads(match[1])
+        except ValueError:
+            return None
+        return _effects(items, known)
+    return _effects(data["effects"], known) if "effects" in data else None
 
 
 def curator_prompt(game: str, op: str, skills: Sequence[Skill], evidence: Mapping[str, Any],

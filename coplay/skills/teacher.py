@@ -77,8 +77,9 @@ def contract_examples(bank: Bank) -> list[Example]:
     examples: list[Example] = []
     for skill in sorted(bank.skills.values(), key=lambda s: s.id):
         prompt = skill_contract_prompt(bank, skill)
-        answer = {"summary": skill.summary, "plan": list(skill.plan), "preconditions": skill.preconditions,
-                  "success": skill.success, "abort": skill.abort, "effects": list(skill.contract.literals)}
+        # effects first: they are what the reward scores, and they survive an answer cut off at the token limit
+        answer = {"effects": list(skill.contract.literals), "summary": skill.summary, "plan": list(skill.plan),
+                  "preconditions": skill.preconditions, "success": skill.success, "abort": skill.abort}
         examples.append(("contract", prompt, json.dumps(answer, ensure_ascii=False)))
     return examples
 

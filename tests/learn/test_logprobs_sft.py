@@ -66,3 +66,12 @@ def test_sft_lowers_completion_loss_and_trains_only_completion_tokens(learner):
     assert learner.optimizer_state("curator") == {}  # fresh moments for GRPO
     for name, tensor in learner.adapter_weights("act").items():
         assert torch.equal(tensor, act_before[name])
+
+
+def test_sft_repeats_a_small_example_set_until_it_has_the_minimum_batches():
+    from coplay.learn.sft import sft_epochs
+
+    assert sft_epochs(1500, 6, 40) == 6  # 94 batches per epoch: the configured epochs stand
+    assert sft_epochs(5, 6, 40) == 40  # one batch per epoch
+    assert sft_epochs(40, 2, 10) == 4  # three batches per epoch -> 12 >= 10
+    assert sft_epochs(5, 3, 0) == 3

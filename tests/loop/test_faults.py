@@ -2,7 +2,9 @@
 skill-bank actor killed mid-iteration while the loop runs.
 
 The corrupt deliveries come from the ArtifactStore's documented test hook `testing_corrupt_deliveries`
-(one flipped bit in the bytes handed out; the run-folder copy and the checksum stay intact).
+(one flipped bit in the bytes handed out; the run-folder copy and the checksum stay intact). The bank kill
+lands inside an update made slow by the SkillBankActor's test hook `testing_delay_next_update`: a tiny bank
+update lasts well under a second, too short to hit with a timed kill.
 """
 
 from __future__ import annotations
@@ -94,6 +96,33 @@ def _kill_when_iteration_one_is_collected(runs: Path, actor_suffix: str, delay_s
         time.sleep(0.5)
 
 
+def _kill_bank_inside_an_update(runs: Path, killed: list[str]) -> None:
+    """Once iteration 1's shard exists, make the bank actor's next update sleep, wait until the actor stops
+    answering `ping` (it is inside that update: `submit` takes milliseconds), then kill it with a restart
+    allowed."""
+    import ray
+    from ray.exceptions import GetTimeoutError
+
+    deadline = time.time() + 900
+    bank = None
+    while time.time() < deadline:
+        if bank is None:
+            shards = list(runs.glob("*/shards/it00001-*.msgpack"))
+            if shards:
+                name = f"{shards[0].parent.parent.name}.bank"
+                bank = ray.get_actor(name)
+                ray.get(bank.testing_delay_next_update.remote(600.0))
+            time.sleep(0.2)
+            continue
+        try:
+            ray.get(bank.ping.remote(), timeout=2.0)
+        except GetTimeoutError:
+            ray.kill(bank, no_restart=False)
+            killed.append(name)
+            return
+        time.sleep(0.2)
+
+
 def _planned_episodes(cfg, iteration: int) -> set[str]:
     from coplay.iteration import start_seeds
 
@@ -126,8 +155,11 @@ def _run_with_kill(tmp_path, cache_dir: str, actor_suffix: str, delay_s: float) 
                       # rollouts long enough to kill into on an idle machine
                       + ["sft.epochs=1", "sft.episodes_per_game=8", "rollout.max_steps=12"])
     killed: list[str] = []
-    killer = threading.Thread(target=_kill_when_iteration_one_is_collected,
-                              args=(tmp_path / "runs", actor_suffix, delay_s, killed), daemon=True)
+    runs = tmp_path / "runs"
+    killer = threading.Thread(target=_kill_bank_inside_an_update, args=(runs, killed), daemon=True) \
+        if actor_suffix == "bank" else \
+        threading.Thread(target=_kill_when_iteration_one_is_collected, args=(runs, actor_suffix, delay_s, killed),
+                         daemon=True)
     killer.start()
     run = RunDir.open(train(cfg))
     killer.join(timeout=5)
@@ -149,10 +181,10 @@ def test_killing_the_rollout_worker_mid_iteration_loses_and_duplicates_no_episod
 
 @pytest.mark.slow
 def test_killing_the_bank_actor_mid_update_reruns_the_update(ray_cluster, tmp_path, tiny_model_config):
-    cfg, run, killed = _run_with_kill(tmp_path, tiny_model_config.tiny.cache_dir, "bank", 2.0)
+    cfg, run, killed = _run_with_kill(tmp_path, tiny_model_config.tiny.cache_dir, "bank", 0.0)
     assert killed, "the bank actor was never killed"
     records = run.read_metrics()
-    faults = records[2]["faults"]
+    faults = records[2]["faults"]  # the update over iteration 1 runs during iteration 2
     assert faults.get("bank_reruns"), f"the bank update was not rerun: {faults}"
     assert records[2]["bank_versions"] == records[0]["bank_versions"]
     assert records[-1]["final_bank_versions"]["2048"] == records[0]["bank_versions"]["2048"] + 1

@@ -45,7 +45,7 @@ def test_every_adapter_trains_with_reward_variance_and_workers_acknowledge(run):
     newest = final["final_versions"]
     trained = [r.get("train") or r.get("final_train") for r in records if r.get("train") or r.get("final_train")]
     varied = {a for t in trained for a, n in t.get("nonzero_advantages", {}).items() if n > 0}
-    assert {"act", "retrieve"} <= varied, f"decision adapters without reward variance: {varied}"
+    assert varied == {"act", "retrieve", "segment", "contract", "curator"}, f"adapters with reward variance: {varied}"
     for adapter in sorted(varied):
         assert _manifest_sha(run, adapter, newest[adapter]) != _manifest_sha(run, adapter, 0), adapter
     assert final["final_bank_versions"]["2048"] > records[0]["bank_versions"]["2048"]

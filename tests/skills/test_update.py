@@ -109,6 +109,20 @@ def test_contract_adapter_garbage_is_rejected_and_the_deterministic_protocol_sta
     assert all(s.reward is not None and s.reward <= 1.0 for s in samples if s.adapter == "contract")
 
 
+def test_a_contract_answer_cut_off_or_invalid_is_rejected_but_its_stated_effects_earn_their_f1(bank1):
+    cut = '{"effects": ["x↑", "flag=true"], "summary": "Build up x.", "plan": ["find room", "pu'
+    bad = json.dumps({"effects": ["x↑"], "summary": "x", "plan": ["a", "b"], "preconditions": "__import__(1)",
+                      "success": "true", "abort": "false"})
+    caller = scripted({"segment": "RANK: NEW", "curator": "VERDICT: APPROVE", "contract": [cut, bad]})
+    new, samples, report = update_bank(Bank("2048"), shard(8), caller, CFG, iteration=1)
+    assert report["contract_rejected"] == 2 and all(s.protocol_source == "deterministic" for s in new.skills.values())
+    contract = [s for s in samples if s.adapter == "contract"]
+    rewards = sorted({round(s.reward, 4) for s in contract})
+    assert contract and not any(s.meta["valid"] for s in contract)
+    # the x skill's held-out effects are {x↑, flag=true, score↑}: F1 0.8 for the cut answer, 0.5 for {x↑}
+    assert {0.8, 0.5} <= set(rewards), rewards  # no validity bonus, and the samples differ: a GRPO signal
+
+
 def test_segment_adapter_ranking_enters_the_score(bank1):
     cfg = CFG.model_copy(update={"segment_margin": 1e9, "segment_rank_weight": 1e3, "max_segment_prompts": 5})
     caller = scripted({"segment": "RANK: NEW > s1 > s2", "curator": "VERDICT: REJECT", "contract": ""})
@@ -234,3 +248,29 @@ def test_a_caller_answering_as_the_deterministic_policy_reproduces_the_determini
     assert report["segment_prompts"] > 0 and report.get("segment_relabels", 0) == 0
     assert {a for a, _, _ in caller.examples} == {"segment", "curator"}
     assert [s.to_json() for s in teacher.skills.values()] == [s.to_json() for s in plain.skills.values()]
+
+
+def test_teacher_curator_examples_say_what_the_quality_change_supports():
+    """The teacher applies every proposal (the deterministic bank), but its curator examples answer
+    APPROVE only where bank quality did not fall, so the SFT'd curator sees both verdicts."""
+    from coplay.skills.teacher import TeacherCaller
+
+    caller = TeacherCaller()
+    _, samples, _ = update_bank(Bank("2048"), shard(8, 100, kinds="ABC"), caller, CFG, 1)
+    curator = [s for s in samples if s.adapter == "curator"]
+    assert curator and all(s.meta["verdict"] == "approve" for s in curator)
+    rejected = caller.label_curator_by_quality(samples)
+    answers = [answer for adapter, _, answer in caller.examples if adapter == "curator"]
+    expected = ["VERDICT: REJECT" if s.meta["quality_after"] < s.meta["quality_before"] else "VERDICT: APPROVE"
+                for s in curator[:: CFG.group_size]]
+    assert answers == expected and rejected == expected.count("VERDICT: REJECT")
+    with pytest.raises(ValueError, match="curator samples"):
+        caller.label_curator_by_quality(curator[:-1])
+
+
+def test_teacher_contract_answers_state_the_effects_first():
+    from coplay.skills.teacher import contract_examples
+
+    bank, _, _ = update_bank(Bank("2048"), shard(8, 100, kinds="ABC"), None, CFG, 1)
+    examples = contract_examples(bank)
+    assert examples and all(next(iter(json.loads(answer))) == "effects" for _, _, answer in examples)

@@ -97,23 +97,28 @@ def _kill_when_iteration_one_is_collected(runs: Path, actor_suffix: str, delay_s
 
 
 def _kill_bank_inside_an_update(runs: Path, killed: list[str]) -> None:
-    """Once iteration 1's shard exists, make the bank actor's next update sleep, wait until the actor stops
-    answering `ping` (it is inside that update: `submit` takes milliseconds), then kill it with a restart
-    allowed."""
+    """As soon as the run's bank actor exists, make its first `update` sleep (the first update starts within
+    milliseconds of iteration 1's shard, too soon to set anything then); wait until the actor stops answering
+    `ping` after iteration 1's shard exists (it is inside that update: `submit` takes milliseconds), then kill
+    it with a restart allowed."""
     import ray
     from ray.exceptions import GetTimeoutError
 
     deadline = time.time() + 900
-    bank = None
+    bank, name = None, ""
+    while bank is None and time.time() < deadline:
+        for folder in runs.glob("*/"):
+            try:
+                bank, name = ray.get_actor(f"{folder.name}.bank"), f"{folder.name}.bank"
+            except ValueError:  # not created yet
+                continue
+        time.sleep(0.1)
+    if bank is None:
+        return
+    ray.get(bank.testing_delay_next_update.remote(600.0))
+    while not list(runs.glob("*/shards/it00001-*.msgpack")) and time.time() < deadline:
+        time.sleep(0.1)  # before that the actor is busy seeding banks: no kill there
     while time.time() < deadline:
-        if bank is None:
-            shards = list(runs.glob("*/shards/it00001-*.msgpack"))
-            if shards:
-                name = f"{shards[0].parent.parent.name}.bank"
-                bank = ray.get_actor(name)
-                ray.get(bank.testing_delay_next_update.remote(600.0))
-            time.sleep(0.2)
-            continue
         try:
             ray.get(bank.ping.remote(), timeout=2.0)
         except GetTimeoutError:

@@ -26,6 +26,7 @@ GAME_CONFIGS = [CONFIGS / f"{game}.yaml" for game in GAME_KEYS]
 TINY_CONFIGS = [CONFIGS / f"tiny-{game}.yaml" for game in GAME_KEYS]
 SELFPLAY_CONFIGS = [CONFIGS / "diplomacy-selfplay.yaml", CONFIGS / "avalon-selfplay.yaml"]
 ALL_CONFIGS = GAME_CONFIGS + TINY_CONFIGS + SELFPLAY_CONFIGS
+LOCAL_CONFIGS = [CONFIGS / "cpu-2048-learning.yaml"]  # `python -m benchmarks.learning`: its own local Ray
 
 
 def _load_train_module():
@@ -39,7 +40,15 @@ train_py = _load_train_module()
 
 
 def test_every_game_has_a_real_and_a_tiny_config_and_nothing_else_is_there():
-    assert sorted(CONFIGS.glob("*.yaml")) == sorted(ALL_CONFIGS)
+    assert sorted(CONFIGS.glob("*.yaml")) == sorted(ALL_CONFIGS + LOCAL_CONFIGS)
+
+
+def test_the_learning_evidence_config_runs_locally_on_cpu_with_seeds_fixed_in_it():
+    path, = LOCAL_CONFIGS
+    cfg = load_config(path)
+    raw = yaml.safe_load(path.read_text())
+    assert cfg.cluster.address is None and cfg.model.name_or_path == "tiny" and cfg.games == ["2048"]
+    assert {"run", "train", "eval"} <= set(raw["seeds"]) and cfg.loop.eval_at_start and cfg.sft.enabled
 
 
 @pytest.mark.parametrize("path", ALL_CONFIGS, ids=lambda p: p.stem)

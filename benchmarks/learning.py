@@ -59,42 +59,27 @@ def baselines(cfg: Any, run_root: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def curve(run_root: Path, game: str) -> list[dict[str, Any]]:
-    """The model's evaluations per iteration (0 = SFT only) from `eval/it*.json`."""
-    rows = []
-    for path in sorted((run_root / "eval").glob("it*.json")):
-        data = json.loads(path.read_text())
-        score = data["results"][game]["score"]
-        rows.append({"iteration": int(data["meta"]["iteration"]), **score})
-    return rows
+def curve(data: Any, game: str) -> list[dict[str, Any]]:
+    """The model's evaluations per iteration (0 = SFT only): the run's `eval/it*.json`, as the report reads them."""
+    return sorted(({"iteration": ev.iteration, **ev.results[game]["score"]} for ev in data.evals
+                   if ev.iteration is not None and game in ev.results), key=lambda row: row["iteration"])
 
 
-def rollout_rows(run_root: Path, game: str) -> list[dict[str, Any]]:
+def rollout_rows(data: Any, game: str) -> list[dict[str, Any]]:
     """Per iteration, what training saw: rollout score, invalid-action rate, act reward, seconds."""
-    from coplay.runs import RunDir
-
-    rows = []
-    for record in RunDir.open(run_root).read_metrics():
-        if "scores" not in record or game not in record["scores"]:
-            continue
-        rows.append({"iteration": record["iteration"], "rollout_score": record["scores"][game],
-                     "invalid_action_rate": record.get("invalid_rate"), "parse_error_rate": record.get("parse_error_rate"),
-                     "act_reward": record.get("reward_parts", {}).get("act"),
-                     "seconds": record.get("timings", {}).get("iteration_s")})
-    return rows
+    return [{"iteration": r["iteration"], "rollout_score": r["scores"][game], "invalid_action_rate": r.get("invalid_rate"),
+             "parse_error_rate": r.get("parse_error_rate"), "act_reward": r.get("reward_parts", {}).get("act"),
+             "seconds": r.get("timings", {}).get("iteration_s")}
+            for r in data.iterations if game in r.get("scores", {})]
 
 
 def differences(last: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
-    """Welch 95% interval of last − other from the two summaries (mean, t-interval, n)."""
-    from coplay.compare import std_from_t_interval, welch_interval
+    """last − other with the Welch 95% interval of `coplay eval --compare` (from the two score summaries)."""
+    from coplay.compare import compare_results
 
-    s_a = std_from_t_interval(int(other["n"]), other["ci_low"], other["ci_high"])
-    s_b = std_from_t_interval(int(last["n"]), last["ci_low"], last["ci_high"])
-    interval = welch_interval(other["mean"], s_a, int(other["n"]), last["mean"], s_b, int(last["n"]))
-    if interval is None:
-        return {"difference": last["mean"] - other["mean"], "ci95": None, "excludes_zero": None}
-    low, high = interval
-    return {"difference": last["mean"] - other["mean"], "ci95": [low, high], "excludes_zero": low > 0 or high < 0}
+    row = compare_results({"g": {"score": other}}, {"g": {"score": last}})[0]
+    return {"difference": row.difference, "ci95": list(row.difference_ci) if row.difference_ci else None,
+            "excludes_zero": row.difference_excludes_zero}
 
 
 def plot(path: Path, game: str, points: list[dict[str, Any]], levels: dict[str, dict[str, Any]]) -> None:
@@ -126,11 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from coplay.config import load_config
+    from coplay.iteration import MULTI_SEAT
     from coplay.loop import train
+    from coplay.report.data import load_run
     from coplay.report.html import write_report
 
     cfg = load_config(args.config, [*args.overrides, "loop.eval_at_start=true"])
-    if len(cfg.games) != 1 or not cfg.loop.eval_every:
+    if len(cfg.games) != 1 or cfg.games[0] in MULTI_SEAT or not cfg.loop.eval_every:
         raise SystemExit("benchmarks.learning needs one single-player game and loop.eval_every >= 1")
     game = cfg.games[0]
     started = time.time()
@@ -138,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     train_seconds = time.time() - started
     base = baselines(cfg, run_root)
     report = write_report(run_root)
-    points = curve(run_root, game)
+    data = load_run(run_root)
+    points = curve(data, game)
     last = points[-1]
     levels = {"SFT only (iteration 0)": base["sft_only"][game]["score"], "random bot": base["random"][game]["score"],
               "expert bot": base["expert"][game]["score"]}
@@ -154,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         "curve": points, "baselines": levels,
         "last_minus_sft_only": differences(last, levels["SFT only (iteration 0)"]),
         "last_minus_random": differences(last, levels["random bot"]),
-        "rollouts": rollout_rows(run_root, game), "cold_start": _cold_start(run_root),
+        "rollouts": rollout_rows(data, game), "cold_start": (data.cold_start or {}).get("cold_start"),
         "config": cfg.model_dump(mode="json"),
     }
     (out / f"learning-{game}.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
@@ -172,12 +160,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"written {out / f'learning-{game}.json'}, .png and -report.html; run folder {run_root}; "
           f"{summary['total_seconds']:.0f} s")
     return 0
-
-
-def _cold_start(run_root: Path) -> dict[str, Any] | None:
-    from coplay.runs import RunDir
-
-    return next((r.get("cold_start") for r in RunDir.open(run_root).read_metrics() if "cold_start" in r), None)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import json
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,18 +154,15 @@ def _assert_every_episode_once(cfg, run: RunDir) -> None:
         assert sorted(episodes) == sorted(_planned_episodes(cfg, k)), f"learner step {k} trained {episodes}"
 
 
-def _run_with_kill(tmp_path, cache_dir: str, actor_suffix: str, delay_s: float) -> tuple[object, RunDir, list[str]]:
+def _run_with_kill(tmp_path, cache_dir: str, kill: Any, *args: Any) -> tuple[object, RunDir, list[str]]:
+    """One tiny loop run while `kill(runs, *args, killed)` runs in a thread."""
     from coplay.loop import train
 
     cfg = load_config(overrides=tiny_loop_overrides(str(tmp_path / "runs"), cache_dir)
                       # rollouts long enough to kill into on an idle machine
                       + ["sft.epochs=1", "sft.episodes_per_game=8", "rollout.max_steps=12"])
     killed: list[str] = []
-    runs = tmp_path / "runs"
-    killer = threading.Thread(target=_kill_bank_inside_an_update, args=(runs, killed), daemon=True) \
-        if actor_suffix == "bank" else \
-        threading.Thread(target=_kill_when_iteration_one_is_collected, args=(runs, actor_suffix, delay_s, killed),
-                         daemon=True)
+    killer = threading.Thread(target=kill, args=(tmp_path / "runs", *args, killed), daemon=True)
     killer.start()
     run = RunDir.open(train(cfg))
     killer.join(timeout=5)
@@ -174,7 +172,8 @@ def _run_with_kill(tmp_path, cache_dir: str, actor_suffix: str, delay_s: float) 
 @pytest.mark.slow
 def test_killing_the_rollout_worker_mid_iteration_loses_and_duplicates_no_episode(ray_cluster, tmp_path,
                                                                                   tiny_model_config):
-    cfg, run, killed = _run_with_kill(tmp_path, tiny_model_config.tiny.cache_dir, "worker-0", 1.5)
+    cfg, run, killed = _run_with_kill(tmp_path, tiny_model_config.tiny.cache_dir,
+                                      _kill_when_iteration_one_is_collected, "worker-0", 1.5)
     assert killed, "the worker was never killed"
     faults = run.read_metrics()[2]["faults"]
     assert faults.get("rollout_reruns"), f"no rollout chunk was re-run: {faults}"
@@ -186,7 +185,7 @@ def test_killing_the_rollout_worker_mid_iteration_loses_and_duplicates_no_episod
 
 @pytest.mark.slow
 def test_killing_the_bank_actor_mid_update_reruns_the_update(ray_cluster, tmp_path, tiny_model_config):
-    cfg, run, killed = _run_with_kill(tmp_path, tiny_model_config.tiny.cache_dir, "bank", 0.0)
+    cfg, run, killed = _run_with_kill(tmp_path, tiny_model_config.tiny.cache_dir, _kill_bank_inside_an_update)
     assert killed, "the bank actor was never killed"
     records = run.read_metrics()
     faults = records[2]["faults"]  # the update over iteration 1 runs during iteration 2

@@ -70,7 +70,7 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
             examples += game_examples
         examples = cap_per_adapter(examples + system.bank_teacher_examples(), cfg.sft.max_examples_per_adapter)
         started = time.perf_counter()
-        report["sft"] = system.learner.sft(examples, cfg.sft.epochs, cfg.sft.lr, cfg.sft.min_batches_per_adapter)
+        report["sft"] = system.learner.sft(examples, cfg.sft.epochs, cfg.sft.lr, cfg.sft.min_batches())
         report["sft_seconds"] = time.perf_counter() - started
         if teacher_counts:
             report["sft"]["openai_teacher"] = teacher_counts

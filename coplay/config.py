@@ -65,6 +65,14 @@ class LoraSpec(Section):
     target_modules: list[str] = list(DEFAULT_LORA_TARGETS)
 
 
+def known_adapter_keys(value: dict[str, Any]) -> dict[str, Any]:
+    """A per-adapter mapping whose keys are all adapter names (a typo is an error, never a silent default)."""
+    unknown = sorted(set(value) - set(ADAPTER_NAMES))
+    if unknown:
+        raise ValueError(f"unknown adapter(s) {unknown}; expected some of {list(ADAPTER_NAMES)}")
+    return value
+
+
 def _default_adapters() -> dict[str, LoraSpec]:
     return {name: LoraSpec() for name in ADAPTER_NAMES}
 
@@ -208,6 +216,9 @@ class SkillBankConfig(Section):
     segment_margin: float = Field(1.0, ge=0.0, description="label margins below this go to the segment adapter")
     segment_rank_weight: float = Field(1.0, ge=0.0, description="score bonus of the segment adapter's first choice")
     max_segment_prompts: int = Field(16, ge=0)
+    contract_refresh: int = Field(
+        4, ge=0, description="per update, skills that gained evidence (most first) whose protocol the contract "
+                             "adapter rewrites, besides the skills maintenance created or changed")
     heldout_every: int = Field(4, ge=2, description="every k-th trajectory (sorted by episode id) is held out")
     evidence_limit: int = Field(32, ge=1, description="recent instances kept per skill")
     pending_limit: int = Field(256, ge=1, description="NEW instances kept for materialization")
@@ -236,10 +247,7 @@ class LearnerConfig(Section):
     @field_validator("adapter_lr")
     @classmethod
     def _known_adapters(cls, value: dict[str, float]) -> dict[str, float]:
-        unknown = sorted(set(value) - set(ADAPTER_NAMES))
-        if unknown:
-            raise ValueError(f"unknown adapter(s) {unknown}; expected some of {list(ADAPTER_NAMES)}")
-        return value
+        return known_adapter_keys(value)
 
 
 class SftConfig(Section):
@@ -254,6 +262,9 @@ class SftConfig(Section):
     min_batches_per_adapter: int = Field(
         0, ge=0, description="repeat an adapter's few examples (more epochs) until it gets at least this many "
                              "optimizer batches; the bank adapters often have a handful of teacher examples")
+    adapter_min_batches: dict[str, int] = Field(
+        {}, description="per-adapter override of min_batches_per_adapter, e.g. {contract: 150}: a long JSON answer "
+                        "needs far more passes over its few examples than a one-line verdict")
     lr: float = Field(1e-4, gt=0.0)
     openai_base_url: str | None = Field(None, description="OpenAI-compatible API root incl. /v1, e.g. http://127.0.0.1:8000/v1")
     openai_model: str | None = None
@@ -261,6 +272,17 @@ class SftConfig(Section):
     openai_timeout_s: float = Field(60.0, gt=0.0, description="per request")
     openai_max_retries: int = Field(2, ge=0, description="on connection errors, timeouts, 408/409/429/5xx")
     openai_concurrency: int = Field(8, ge=1, description="teacher requests in flight")
+
+    @field_validator("adapter_min_batches")
+    @classmethod
+    def _known_adapters(cls, value: dict[str, int]) -> dict[str, int]:
+        if any(n < 0 for n in known_adapter_keys(value).values()):
+            raise ValueError("adapter_min_batches must be >= 0")
+        return value
+
+    def min_batches(self) -> dict[str, int]:
+        """Minimum SFT optimizer batches of every adapter (the per-adapter override, else the common floor)."""
+        return {a: self.adapter_min_batches.get(a, self.min_batches_per_adapter) for a in ADAPTER_NAMES}
 
     @model_validator(mode="after")
     def _openai_endpoint(self) -> SftConfig:

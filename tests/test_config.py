@@ -56,6 +56,8 @@ def test_unknown_yaml_key_is_rejected(tmp_path):
         ("learner.loss_agg=sum", "token-mean"),
         ("seeds.eval.start=10", "overlaps"),
         ("learner.adapter_lr={propose: 1e-4}", "propose"),
+        ("sft.adapter_min_batches={act: -1}", ">= 0"),
+        ("sft.adapter_min_batches={actor: 10}", "actor"),
         ("engine.backend=tgi", "vllm"),
     ],
 )
@@ -74,3 +76,8 @@ def test_malformed_override_and_missing_file(tmp_path):
     bad.write_text("- a\n- b\n")
     with pytest.raises(ConfigError, match="mapping"):
         load_config(bad)
+
+
+def test_sft_min_batches_per_adapter_override_the_common_floor():
+    cfg = load_config(overrides=["sft.min_batches_per_adapter=24", "sft.adapter_min_batches={contract: 150}"])
+    assert cfg.sft.min_batches() == {"act": 24, "retrieve": 24, "segment": 24, "contract": 150, "curator": 24}

@@ -62,16 +62,17 @@ class LearnerRankImpl:
         return {"learner_step": metrics.learner_step, "adapters": metrics.adapters,
                 "trained_tokens": metrics.trained_tokens, "versions": dict(self.learner.versions)}
 
-    def sft(self, examples: list[Any], epochs: int, lr: float, min_batches: int = 0) -> dict[str, Any]:
+    def sft(self, examples: list[Any], epochs: int, lr: float,
+            min_batches: dict[str, int] | None = None) -> dict[str, Any]:
         """Cold-start SFT of every adapter that has examples; per adapter the first and last batch loss.
-        An adapter with few examples runs more epochs, until it has at least `min_batches` batches."""
+        An adapter with few examples runs more epochs, until it has at least `min_batches[adapter]` batches."""
         from coplay.learn.sft import run_sft, sft_epochs
 
         report = {}
         for adapter in self.learner.adapter_names:
             mine = [e for e in examples if e.adapter == adapter]
             if mine:
-                adapter_epochs = sft_epochs(len(mine), epochs, min_batches)
+                adapter_epochs = sft_epochs(len(mine), epochs, (min_batches or {}).get(adapter, 0))
                 losses = run_sft(self.learner, adapter, mine, epochs=adapter_epochs, lr=lr, seed=self.cfg.seeds.run)
                 report[adapter] = {"examples": len(mine), "epochs": adapter_epochs, "batches": len(losses),
                                    "first_loss": losses[0], "last_loss": losses[-1]}
@@ -144,7 +145,8 @@ class LearnerGroup:
     def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> dict[str, Any]:
         return self._all("train_step", samples, advantages)
 
-    def sft(self, examples: list[Any], epochs: int, lr: float, min_batches: int = 0) -> dict[str, Any]:
+    def sft(self, examples: list[Any], epochs: int, lr: float,
+            min_batches: dict[str, int] | None = None) -> dict[str, Any]:
         return self._all("sft", examples, epochs, lr, min_batches)
 
     def export(self, adapters: list[str]) -> dict[str, tuple[dict[str, bytes], str, int]]:

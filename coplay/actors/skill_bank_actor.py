@@ -128,7 +128,8 @@ class SkillBankImpl:
     def seed_banks(self, trajectories: list[Trajectory], iteration: int = 0) -> dict[str, int]:
         """Build the initial banks deterministically from teacher trajectories (the expert bots'):
         `SEED_UPDATES` updates over interleaved parts of the trajectories, then a labelling pass, with `TeacherCaller` answering as the deterministic
-        policy — which also records the bank adapters' teacher examples for the cold-start SFT."""
+        policy — which also records the bank adapters' teacher examples for the cold-start SFT (the
+        `contract` examples: the protocols of every seed step's bank)."""
         by_key: dict[str, list[Trajectory]] = {}
         for traj in trajectories:
             by_key.setdefault(bank_key_for(traj.game, traj.seat, traj.role), []).append(traj)
@@ -144,7 +145,8 @@ class SkillBankImpl:
                 teacher = TeacherCaller()
                 bank, samples, _ = update_bank(bank, part, teacher, cfg, iteration)
                 teacher.label_curator_by_quality(samples)
-                self.teacher += teacher.examples
+                # every seed step's protocols: more (and more varied) contract prompts than the final bank alone
+                self.teacher += teacher.examples + contract_examples(bank)
             if bank.skills:  # a labelling pass over everything against the final skills; its bank is dropped
                 teacher = TeacherCaller()
                 update_bank(bank, trajs, teacher, cfg, iteration)
@@ -153,7 +155,6 @@ class SkillBankImpl:
             ray.get(self.store.put_bank.remote(key, bank.version, data, iteration))
             self.banks[key] = bank
             versions[key] = bank.version
-            self.teacher += contract_examples(bank)
         return versions
 
     def teacher_examples(self, limit_per_adapter: int) -> list[tuple[str, list[dict[str, str]], str]]:

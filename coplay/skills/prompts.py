@@ -78,10 +78,11 @@ def contract_prompt(game: str, tag: str, n_instances: int, frequencies: Mapping[
     freq_text = ", ".join(f"{lit} {f:.0%}" for lit, f in sorted(frequencies.items(), key=lambda x: (-x[1], x[0]))[:14])
     feats = ", ".join(f"{n} ({k})" for n, k in sorted(feature_kinds.items()))
     start = ", ".join(f"{n}={_fmt(v)}" for n, v in sorted(mean_start.items()))
-    system = ("You write the protocol of one skill of a game-playing agent. Answer with one JSON object with keys "
-              '"effects" (contract literals: f↑, f↓, b=true, b=false), "summary" (one sentence), "plan" (2 to 7 '
-              'short steps), "preconditions", "success" and "abort" (validator expressions over the features: '
-              "comparisons < <= > >= == !=, and, or, not, numbers, true, false, feature names).")
+    system = ("You write the protocol of one skill of a game-playing agent. Answer with a first line "
+              "EFFECTS: <contract literals separated by commas: f↑, f↓, b=true, b=false>, then one JSON object "
+              'with keys "summary" (one sentence), "plan" (2 to 7 short steps), "preconditions", "success" and '
+              '"abort" (validator expressions over the features: comparisons < <= > >= == !=, and, or, not, '
+              "numbers, true, false, feature names).")
     user = (f"Game: {game}\nIntention tag: {tag or 'NONE'}\nInstances: {n_instances}, about {duration:.0f} steps each.\n"
             f"Effects seen (share of instances): {freq_text or '(none)'}\nTypical start: {start}\n"
             f"Features: {feats}\n\nJSON:")
@@ -123,8 +124,8 @@ def _json_object(text: str) -> dict[str, Any]:
 
 def parse_protocol(text: str, features: Iterable[str]) -> tuple[dict[str, Any], list[str]]:
     """(protocol, proposed effects) from a `contract` answer, or `AnswerError` naming what is wrong.
-    The protocol must be complete and valid; effects are optional and unparseable ones are kept as text
-    (they simply do not match any literal when scored)."""
+    The protocol (the JSON object) must be complete and valid; effects are optional (`read_effects`) and
+    unparseable ones are kept as text (they simply do not match any literal when scored)."""
     data = _json_object(text)
     known = set(features)
     summary = data.get("summary")
@@ -143,7 +144,8 @@ def parse_protocol(text: str, features: Iterable[str]) -> tuple[dict[str, Any], 
             protocol[key] = parse_expression(value, known).text
         except ExpressionError as exc:
             raise AnswerError(f"{key}: {exc}") from None
-    return protocol, _effects(data.get("effects", []), known)
+    line = _effects_line(text, known)
+    return protocol, line if line is not None else _effects(data.get("effects", []), known)
 
 
 def _effects(items: Any, known: set[str]) -> list[str]:
@@ -158,14 +160,28 @@ def _effects(items: Any, known: set[str]) -> list[str]:
     return sorted(set(effects))
 
 
+_EFFECTS_LINE = re.compile(r"^[\s*`]*effects\s*:([^\n{]*)", re.IGNORECASE | re.MULTILINE)
 _EFFECTS_LIST = re.compile(r'"effects"\s*:\s*(\[[^\[\]]*\])')
 
 
+def _effects_line(text: str, known: set[str]) -> list[str] | None:
+    """The items of the first `EFFECTS: a, b, ...` line (`(none)` or nothing: an empty list); None without one."""
+    match = _EFFECTS_LINE.search(text)
+    if match is None:
+        return None
+    items = [item.strip().strip("\"'`.") for item in match[1].split(",")]
+    return _effects([item for item in items if item and item.lower() != "(none)"], known)
+
+
 def read_effects(text: str, features: Iterable[str]) -> list[str] | None:
-    """The effect literals a `contract` answer states, for its F1 reward even when the protocol around them
-    does not validate (or was cut off at the token limit): the `effects` list of the JSON object, else the
-    first complete `"effects": [...]` list in the text. None when there is no such list."""
+    """The effect literals a `contract` answer states, for its F1 reward even when the protocol after them
+    does not validate (or was cut off at the token limit): the items of the `EFFECTS:` line (each item a
+    literal or kept as text that matches none), else an `effects` list inside the JSON object, else the first
+    complete `"effects": [...]` list in the text. None when the answer states no effects at all."""
     known = set(features)
+    line = _effects_line(text, known)
+    if line is not None:
+        return line
     try:
         data = _json_object(text)
     except AnswerError:

@@ -7,8 +7,10 @@ no noise, no randomness. Standard library only; never imports ray or torch.
                 + 0.5 if the expressions parse and validate
 - curator:  R = (Q_after - Q_before) signed by the verdict (+ approve, - reject), where
             Q = mean contract pass rate x coverage of steps by skills - size_penalty x bank size.
-            §5 is silent on an answer with no verdict: it is applied as a rejection, and scored -|ΔQ|
-            (never better than either verdict), so GRPO never prefers garbage to an answer.
+            §5 is silent on an answer with no verdict: it is applied as a rejection, and scored
+            -|ΔQ| - UNPARSEABLE_VERDICT_PENALTY: strictly worse than either verdict, so GRPO always prefers an
+            answer to garbage (with -|ΔQ| alone garbage would tie with the worse verdict, and with both when
+            the operation leaves Q unchanged).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from coplay.skills.contracts import literal_frequencies
 
 VALID_PROTOCOL_BONUS = 0.5
+UNPARSEABLE_VERDICT_PENALTY = 0.05  # ten skills' worth of size penalty at the default 0.005
 
 
 def segment_reward(heldout_pass_rate: float, positive_reward_in_skills: float, positive_reward_total: float) -> float:
@@ -55,10 +58,10 @@ def bank_quality(mean_pass_rate: float, step_coverage: float, size: int, size_pe
 
 
 def curator_reward(verdict: str | None, quality_before: float, quality_after: float) -> float:
-    """ΔQ for approve, -ΔQ for reject, -|ΔQ| for an answer with no verdict."""
+    """ΔQ for approve, -ΔQ for reject, -|ΔQ| - UNPARSEABLE_VERDICT_PENALTY for an answer with no verdict."""
     delta = quality_after - quality_before
     if verdict == "approve":
         return delta
     if verdict == "reject":
         return -delta
-    return -abs(delta)
+    return -abs(delta) - UNPARSEABLE_VERDICT_PENALTY

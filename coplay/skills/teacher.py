@@ -77,10 +77,12 @@ def contract_examples(bank: Bank) -> list[Example]:
     examples: list[Example] = []
     for skill in sorted(bank.skills.values(), key=lambda s: s.id):
         prompt = skill_contract_prompt(bank, skill)
-        # effects first: they are what the reward scores, and they survive an answer cut off at the token limit
-        answer = {"effects": list(skill.contract.literals), "summary": skill.summary, "plan": list(skill.plan),
-                  "preconditions": skill.preconditions, "success": skill.success, "abort": skill.abort}
-        examples.append(("contract", prompt, json.dumps(answer, ensure_ascii=False)))
+        # the effects line first: it is what the reward scores, it survives an answer cut off at the token
+        # limit, and a small model learns a comma list far sooner than the same list inside JSON
+        effects = ", ".join(skill.contract.literals) or "(none)"
+        protocol = {"summary": skill.summary, "plan": list(skill.plan), "preconditions": skill.preconditions,
+                    "success": skill.success, "abort": skill.abort}
+        examples.append(("contract", prompt, f"EFFECTS: {effects}\n{json.dumps(protocol, ensure_ascii=False)}"))
     return examples
 
 

@@ -93,6 +93,14 @@ def record_usage(bank: Bank, segments: Sequence[Segment], cfg: SkillBankConfig, 
         skill.evidence = (skill.evidence + instances)[-cfg.evidence_limit:]
 
 
+def refreshed_skills(bank: Bank, segments: Sequence[Segment], skip: Sequence[str], limit: int) -> list[str]:
+    """Skills (besides `skip`) that gained evidence in this update, most new instances first (ties by id), at
+    most `limit`: their prompts show new evidence, so the `contract` adapter rewrites their protocols too
+    (contract learning is a stage of every update, not only of maintenance)."""
+    gained = Counter(s.label for s in segments if s.label != NEW and s.label in bank.skills and s.label not in skip)
+    return sorted(gained, key=lambda sid: (-gained[sid], sid))[:limit]
+
+
 def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCaller | None, cfg: SkillBankConfig,
                 iteration: int, max_tokens: Mapping[str, int] | None = None) -> tuple[Bank, list[Sample], dict[str, Any]]:
     """One bank update on a shard of trajectories of this bank's key.
@@ -151,6 +159,7 @@ def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCal
         counts["evicted"] += 1
 
     changed = sorted({sid for r in records if r["applied"] for sid in r["new"] if sid in work.skills})
+    changed += refreshed_skills(work, flat, changed, cfg.contract_refresh)
     if model is not None and changed:
         interim = evaluate_bank(work, heldout, boundaries, cfg, shuffle_seed=None)
         held_effects: dict[str, list[frozenset[str]]] = {}

@@ -26,7 +26,7 @@ def tiny_loop_overrides(out_dir: str, cache_dir: str) -> list[str]:
         "sampling.max_tokens={act: 24, retrieve: 8, segment: 24, contract: 96, curator: 16}",
         "engine.max_model_len=2048", "engine.max_num_seqs=16", "engine.enforce_eager=true", "engine.dtype=float32",
         "sft.episodes_per_game=16", "sft.max_steps=40", "sft.max_examples_per_adapter=96", "sft.epochs=8", "sft.lr=1e-2",
-        "sft.min_batches_per_adapter=24",
+        "sft.min_batches_per_adapter=24", "sft.adapter_min_batches={contract: 150}",
         "learner.backend=deepspeed", "learner.zero_stage=2", "learner.lr=1e-3", "learner.micro_batch_size=8",
         "sampling.temperature=0.7", "loop.iterations=2", "loop.staleness=1", "loop.eval_every=0", "loop.checkpoint_every=2",
         "skill_bank.group_size=4", "cluster.num_cpus=2", "logging.console=false",

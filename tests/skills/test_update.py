@@ -110,7 +110,7 @@ def test_contract_adapter_garbage_is_rejected_and_the_deterministic_protocol_sta
 
 
 def test_a_contract_answer_cut_off_or_invalid_is_rejected_but_its_stated_effects_earn_their_f1(bank1):
-    cut = '{"effects": ["x↑", "flag=true"], "summary": "Build up x.", "plan": ["find room", "pu'
+    cut = 'EFFECTS: x↑, flag=true\n{"summary": "Build up x.", "plan": ["find room", "pu'
     bad = json.dumps({"effects": ["x↑"], "summary": "x", "plan": ["a", "b"], "preconditions": "__import__(1)",
                       "success": "true", "abort": "false"})
     caller = scripted({"segment": "RANK: NEW", "curator": "VERDICT: APPROVE", "contract": [cut, bad]})
@@ -121,6 +121,19 @@ def test_a_contract_answer_cut_off_or_invalid_is_rejected_but_its_stated_effects
     assert contract and not any(s.meta["valid"] for s in contract)
     # the x skill's held-out effects are {x↑, flag=true, score↑}: F1 0.8 for the cut answer, 0.5 for {x↑}
     assert {0.8, 0.5} <= set(rewards), rewards  # no validity bonus, and the samples differ: a GRPO signal
+
+
+def test_skills_that_gained_evidence_get_their_protocol_rewritten_too(bank1):
+    answer = ('EFFECTS: x↑\n{"summary": "Rewritten.", "plan": ["a", "b"], "preconditions": "true", '
+              '"success": "x > 1", "abort": "false"}')
+    caller = scripted({"segment": "RANK: NEW", "curator": "VERDICT: REJECT", "contract": answer})
+    new, samples, report = update_bank(bank1, shard(8, 60), caller, CFG, iteration=2)
+    asked = {s.meta["skill_id"] for s in samples if s.adapter == "contract"}
+    assert asked and asked <= set(bank1.skills)  # nothing new was applied: the asked skills are the used ones
+    assert all(new.skills[sid].summary == "Rewritten." for sid in asked)
+    quiet = CFG.model_copy(update={"contract_refresh": 0})
+    _, samples0, _ = update_bank(bank1, shard(8, 60), caller, quiet, iteration=2)
+    assert not [s for s in samples0 if s.adapter == "contract"]  # refresh off: only maintenance's skills
 
 
 def test_segment_adapter_ranking_enters_the_score(bank1):
@@ -135,7 +148,8 @@ def test_segment_adapter_ranking_enters_the_score(bank1):
     keep = scripted({"segment": "no idea", "curator": "VERDICT: REJECT", "contract": ""})
     _, samples2, report2 = update_bank(bank1, shard(8, 60), keep, cfg, iteration=2)
     assert report2["segment_unparseable"] == 5 * cfg.group_size and report2.get("segment_relabels", 0) == 0
-    by_segment = {s.meta["start"]: s.reward for s in samples2 if s.meta["episode_id"] == seg[0].meta["episode_id"]}
+    by_segment = {s.meta["start"]: s.reward for s in samples2
+                  if s.adapter == "segment" and s.meta["episode_id"] == seg[0].meta["episode_id"]}
     assert all(r > 0 for r in by_segment.values())  # kept labels: contracts pass held out
 
 
@@ -162,7 +176,9 @@ def test_rewards_match_the_design():
     assert segment_reward(0.8, 3.0, 4.0) == pytest.approx(1.55) and segment_reward(0.5, 0.0, 0.0) == 0.5
     assert curator_reward("approve", 0.2, 0.5) == pytest.approx(0.3)
     assert curator_reward("reject", 0.2, 0.5) == pytest.approx(-0.3)
-    assert curator_reward(None, 0.5, 0.2) == pytest.approx(-0.3) and curator_reward(None, 0.2, 0.5) == pytest.approx(-0.3)
+    # no verdict is strictly worse than either verdict, also when the operation leaves Q unchanged
+    assert curator_reward(None, 0.5, 0.2) < -0.3 and curator_reward(None, 0.2, 0.5) < -0.3
+    assert curator_reward(None, 0.4, 0.4) < curator_reward("approve", 0.4, 0.4) == curator_reward("reject", 0.4, 0.4)
 
 
 def test_retrieval_ranks_skills_whose_preconditions_hold_first(bank1):
@@ -268,9 +284,26 @@ def test_teacher_curator_examples_say_what_the_quality_change_supports():
         caller.label_curator_by_quality(curator[:-1])
 
 
-def test_teacher_contract_answers_state_the_effects_first():
+def test_teacher_contract_answers_state_the_effects_first_and_parse_back():
+    from coplay.skills.prompts import parse_protocol
     from coplay.skills.teacher import contract_examples
 
     bank, _, _ = update_bank(Bank("2048"), shard(8, 100, kinds="ABC"), None, CFG, 1)
     examples = contract_examples(bank)
-    assert examples and all(next(iter(json.loads(answer))) == "effects" for _, _, answer in examples)
+    assert examples
+    for (_, _, answer), skill in zip(examples, sorted(bank.skills.values(), key=lambda s: s.id), strict=True):
+        assert answer.startswith("EFFECTS: ")
+        protocol, effects = parse_protocol(answer, bank.features)
+        assert effects == sorted(skill.contract.literals) and protocol["success"] == skill.success
+
+
+def test_the_effects_line_is_read_item_by_item():
+    from coplay.skills.prompts import read_effects
+
+    features = ["x", "flag"]
+    assert read_effects("EFFECTS: x↑, flag=true\n{", features) == ["flag=true", "x↑"]
+    # an item that is no literal stays as text (it lowers precision); the JSON after the line is not read
+    assert read_effects("effects: x↑, garbage ##\n{\"effects\": [\"flag=true\"]}", features) == ["garbage ##", "x↑"]
+    assert read_effects("EFFECTS: (none)\n{}", features) == []
+    assert read_effects('{"effects": ["x↓"], "summary": "s"}', features) == ["x↓"]  # the JSON form still reads
+    assert read_effects("no effects stated", features) is None

@@ -63,14 +63,26 @@ class MetricsLog:
         if self.wandb is not None:
             self.wandb.log(flat, step=iteration)
         if self.console is not None:
-            scores = " ".join(f"{g}={s['mean']:.1f}" for g, s in record.get("scores", {}).items())
-            self.console.print(
-                f"[bold]it {iteration}[/] episodes={record.get('episodes', 0)} "
-                f"tok/s={record.get('generated_tokens_per_s', 0):.0f} {scores} "
-                f"bank={record.get('bank_sizes', {})} versions={record.get('versions', {})}")
+            self.console.print(console_line(iteration, record))
 
     def close(self) -> None:
         if self.tb is not None:
             self.tb.close()
         if self.wandb is not None:
             self.wandb.finish()
+
+
+def console_line(iteration: int, record: dict[str, Any]) -> str:
+    """One console line per record: an iteration's rollout summary, or what the run's closing records say
+    (the last GRPO step after the final rollouts; the newest versions) instead of an empty rollout line."""
+    if "final_train" in record:
+        train = record["final_train"]
+        return (f"[bold]final GRPO step[/] learner_step={train.get('learner_step')} "
+                f"published={train.get('published', {})}")
+    if "final_versions" in record:
+        return (f"[bold]final[/] versions={record['final_versions']} "
+                f"banks={record.get('final_bank_versions', {})}")
+    scores = " ".join(f"{g}={s['mean']:.1f}" for g, s in record.get("scores", {}).items())
+    return (f"[bold]it {iteration}[/] episodes={record.get('episodes', 0)} "
+            f"tok/s={record.get('generated_tokens_per_s', 0):.0f} {scores} "
+            f"bank={record.get('bank_sizes', {})} versions={record.get('versions', {})}")

@@ -85,7 +85,7 @@ def contract_prompt(game: str, tag: str, n_instances: int, frequencies: Mapping[
               "numbers, true, false, feature names).")
     user = (f"Game: {game}\nIntention tag: {tag or 'NONE'}\nInstances: {n_instances}, about {duration:.0f} steps each.\n"
             f"Effects seen (share of instances): {freq_text or '(none)'}\nTypical start: {start}\n"
-            f"Features: {feats}\n\nJSON:")
+            f"Features: {feats}\n\nThe EFFECTS line, then the JSON:")
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 

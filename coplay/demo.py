@@ -19,8 +19,8 @@ DEMO_OVERRIDES = [
     "sampling.max_tokens={act: 32, retrieve: 8, segment: 24, contract: 128, curator: 16}",
     "engine.max_model_len=2048", "engine.max_num_seqs=16", "engine.enforce_eager=true", "engine.dtype=float32",
     "sft.episodes_per_game=24", "sft.max_steps=60", "sft.max_examples_per_adapter=1024", "sft.epochs=4",
-    "sft.min_batches_per_adapter=24", "sft.adapter_min_batches={contract: 150}", "sft.lr=1e-2", "sampling.temperature=0.7", "learner.backend=deepspeed", "learner.zero_stage=2",
-    "learner.lr=5e-4",
+    "sft.min_batches_per_adapter=24", "sft.adapter_min_batches={contract: 150}", "sft.lr=1e-2",
+    "sampling.temperature=0.7", "learner.backend=deepspeed", "learner.zero_stage=2", "learner.lr=5e-4",
     "loop.iterations=4", "loop.staleness=1", "loop.eval_every=4", "loop.eval_episodes_single=8",
     "loop.checkpoint_every=2", "skill_bank.group_size=2", "cluster.num_cpus=2",
 ]

@@ -2,8 +2,9 @@
 
 Trajectories -> boundary proposal -> segmentation (DP; the `segment` adapter on close calls) -> usage stats
 and contract evidence -> maintenance proposals (curated; verdicts applied) -> protocols of new and changed
-skills and of up to `contract_refresh` skills that gained evidence (the `contract` adapter) -> a new bank version measured on held-out trajectories. The input bank is never changed:
-the previous version stays as it was (and on disk, `save_bank` never overwrites a version).
+skills and of up to `contract_refresh` skills that gained evidence (the `contract` adapter) -> a new bank
+version measured on held-out trajectories. The input bank is never changed: the previous version stays as it
+was (and on disk, `save_bank` never overwrites a version).
 Standard library only; never imports ray or torch.
 """
 

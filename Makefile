@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml setup.py requirements/lock-cpu.txt
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m coplay.demo
+	$(BIN)/coplay demo
 
 test: $(STAMP) system-deps
 	$(BIN)/pytest -q $(PYTEST_ARGS)

@@ -82,7 +82,7 @@ WORKLOAD = [
     "engine.max_model_len=2048", "engine.max_num_seqs=16", "engine.enforce_eager=true", "engine.dtype=float32",
     "sft.episodes_per_game=16", "sft.max_steps=40", "sft.max_examples_per_adapter=64", "sft.epochs=4", "sft.lr=1e-2",
     "learner.backend=deepspeed", "learner.zero_stage=2", "learner.ranks=1", "learner.lr=1e-3",
-    "learner.micro_batch_size=8", "skill_bank.group_size=4", "loop.eval_every=0", "loop.checkpoint_every=1000",
+    "learner.micro_batch_size=8", "skill_bank.group_size=4", "eval.every=0", "loop.checkpoint_every=1000",
     "cluster.num_cpus=2", "logging.console=false",
 ]
 

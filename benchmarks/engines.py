@@ -26,31 +26,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from coplay.artifacts import AdapterBundle
 from coplay.config import EngineConfig, LoraSpec, ModelConfig, TinyModelConfig
-from coplay.engines import GenerationRequest, SamplingParams, adapter_bundle
+from coplay.engines import GenerationRequest, SamplingParams
 from coplay.engines.throughput import measure_throughput
+from coplay.models.lora import random_adapter_folder
 
 COMMAND = "python -m benchmarks.engines"
 LORA = LoraSpec(r=8, alpha=16, dropout=0.0)
 ADAPTERS = (None, "act@v1", "retrieve@v1")
-
-
-def random_adapter(model_cfg: ModelConfig, out_dir: Path, seed: int) -> Path:
-    """A PEFT adapter folder with random non-zero A and B (so it changes what the model says)."""
-    import torch
-
-    from coplay.models.loading import load_base_model
-    from coplay.models.lora import attach_adapters, save_adapter
-
-    base, _ = load_base_model(model_cfg)
-    model = attach_adapters(base, {"act": LORA}, names=("act",))
-    generator = torch.Generator().manual_seed(seed)
-    for name, param in model.named_parameters():
-        if "lora_A" in name:
-            param.data.uniform_(-0.2, 0.2, generator=generator)
-        if "lora_B" in name:
-            param.data.normal_(0.0, 0.1, generator=generator)
-    return save_adapter(model, "act", out_dir)
 
 
 def make_requests(tokenizer: Any, count: int, max_tokens: int, seed: int = 0) -> list[GenerationRequest]:
@@ -108,10 +92,11 @@ def main() -> None:
     backends = [b for b in args.backends.split(",") if b]
 
     with tempfile.TemporaryDirectory(prefix="coplay-bench-engines-") as tmp:
-        model_cfg = ModelConfig(name_or_path=args.model, dtype="auto",
+        model_cfg = ModelConfig(name=args.model, dtype="auto",
                                 tiny=TinyModelConfig(cache_dir=str(Path(tmp) / "tiny")))
-        bundles = {label: adapter_bundle(random_adapter(model_cfg, Path(tmp) / label, seed))
-                   for label, seed in (("act@v1", 11), ("retrieve@v1", 13))}
+        read = {label: AdapterBundle.read(random_adapter_folder(model_cfg, Path(tmp) / label, seed, LORA))
+                for label, seed in (("act@v1", 11), ("retrieve@v1", 13))}
+        bundles = {label: (b.files, b.sha256) for label, b in read.items()}
         results = {b: bench_backend(b, model_cfg, bundles, args.requests, args.max_tokens, args.repeats,
                                     args.max_num_seqs, args.warmup_runs) for b in backends}
     out: dict[str, Any] = {

@@ -40,7 +40,7 @@ def child(args: argparse.Namespace) -> None:
     from coplay.types import Sample
 
     backend, stage = BACKENDS[args.child]
-    model_cfg = ModelConfig(name_or_path=args.model, tiny=TinyModelConfig(cache_dir=args.cache))
+    model_cfg = ModelConfig(name=args.model, tiny=TinyModelConfig(cache_dir=args.cache))
     cfg = LearnerConfig(backend=backend, zero_stage=stage, lr=1e-5, micro_batch_size=args.micro_batch, epochs=1)
     specs = {a: LoraSpec(r=16, alpha=32, dropout=0.0) for a in ADAPTER_NAMES}
     learner = Learner(model_cfg, specs, cfg)

@@ -4,11 +4,11 @@ One run of `launch/configs/cpu-2048-learning.yaml` (a real `coplay.loop.train`: 
 DeepSpeed ZeRO-2, skill bank served by the same engine), then baselines on the same evaluation protocol:
 
 - `SFT only`: the cold-start adapters (learner step 0), evaluated by the loop as iteration 0
-  (`loop.eval_at_start`), with the initial banks;
+  (`eval.at_start`), with the initial banks;
 - `random` and `expert`: the game's bots on the same `seeds.eval` and horizon (`rollout.max_steps`).
 
 Every evaluation is the protocol of `coplay.eval` (16 episodes per single-player game, one per eval seed, the
-same seeds for every player; model players sample at `sampling.eval_temperature`). Seeds are fixed in the
+same seeds for every player; model players sample at `eval.temperature`). Seeds are fixed in the
 config before the run. Writes, under `--out` (default `benchmarks/results/`):
 `learning-<game>.json` (the curve, baselines, Welch 95% intervals of last-vs-SFT and last-vs-random, the
 per-iteration rollout figures, the command and commit), `learning-<game>.png` (score over iterations with CI
@@ -41,16 +41,16 @@ def _commit() -> str | None:
 def baselines(cfg: Any, run_root: Path) -> dict[str, dict[str, Any]]:
     """Random and expert bots on the loop's evaluation protocol, plus the SFT-only point (iteration 0),
     written as `eval/baseline-*.json` without an iteration (the report draws them as levels)."""
-    from coplay.eval import EvalProtocol, run_local, write_eval
+    from coplay.eval.protocol import write_eval
+    from coplay.eval.runner import evaluate_locally
 
-    protocol = EvalProtocol(cfg.loop.eval_episodes_single, cfg.loop.eval_episodes_per_seat, cfg.loop.eval_opponents,
-                            cfg.rollout.max_steps)
     out: dict[str, dict[str, Any]] = {}
     for bot in ("random", "expert"):
-        results, trajectories = run_local(cfg, bot, protocol)
+        results, trajectories = evaluate_locally(cfg, bot)
         write_eval(run_root / "eval", f"baseline-{bot}", results,
                    {"label": f"{bot} bot", "player": bot, "trajectories": len(trajectories),
-                    "max_steps": protocol.max_steps, "seeds_eval_start": cfg.seeds.eval.start})
+                    "max_steps": cfg.eval.max_steps or cfg.rollout.max_steps,
+                    "seeds_eval_start": cfg.seeds.eval.start})
         out[bot] = results
     sft = json.loads((run_root / "eval" / "it00000.json").read_text())
     write_eval(run_root / "eval", "baseline-sft-only", sft["results"],
@@ -75,7 +75,7 @@ def rollout_rows(data: Any, game: str) -> list[dict[str, Any]]:
 
 def differences(last: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
     """last − other with the Welch 95% interval of `coplay eval --compare` (from the two score summaries)."""
-    from coplay.compare import compare_results
+    from coplay.eval.compare import compare_results
 
     row = compare_results({"g": {"score": other}}, {"g": {"score": last}})[0]
     return {"difference": row.difference, "ci95": list(row.difference_ci) if row.difference_ci else None,
@@ -110,15 +110,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="dotted config overrides")
     args = parser.parse_args(argv)
 
+    import coplay_envs
     from coplay.config import load_config
-    from coplay.iteration import MULTI_SEAT
     from coplay.loop import train
     from coplay.report.data import load_run
     from coplay.report.html import write_report
 
-    cfg = load_config(args.config, [*args.overrides, "loop.eval_at_start=true"])
-    if len(cfg.games) != 1 or cfg.games[0] in MULTI_SEAT or not cfg.loop.eval_every:
-        raise SystemExit("benchmarks.learning needs one single-player game and loop.eval_every >= 1")
+    cfg = load_config(args.config, [*args.overrides, "eval.at_start=true"])
+    if len(cfg.games) != 1 or coplay_envs.seats(cfg.games[0]) or not cfg.eval.every:
+        raise SystemExit("benchmarks.learning needs one single-player game and eval.every >= 1")
     game = cfg.games[0]
     started = time.time()
     run_root = Path(train(cfg))
@@ -136,9 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(["python -m benchmarks.learning", *(["--config", args.config]), *args.overrides]),
         "commit": _commit(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "run_dir": str(run_root),
         "train_seconds": round(train_seconds, 1), "total_seconds": round(time.time() - started, 1),
-        "game": game, "eval": {"episodes": cfg.loop.eval_episodes_single, "max_steps": cfg.rollout.max_steps,
-                               "temperature": cfg.sampling.eval_temperature,
-                               "seeds": [cfg.seeds.eval.start, cfg.seeds.eval.start + cfg.loop.eval_episodes_single]},
+        "game": game, "eval": {"episodes": cfg.eval.episodes, "max_steps": cfg.rollout.max_steps,
+                               "temperature": cfg.eval.temperature,
+                               "seeds": [cfg.seeds.eval.start, cfg.seeds.eval.start + cfg.eval.episodes]},
         "curve": points, "baselines": levels,
         "last_minus_sft_only": differences(last, levels["SFT only (iteration 0)"]),
         "last_minus_random": differences(last, levels["random bot"]),

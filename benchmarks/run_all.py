@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from coplay.bench import main
+from coplay.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["bench", *sys.argv[1:]]))

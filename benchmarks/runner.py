@@ -87,7 +87,7 @@ def main() -> None:
     from coplay.engines.factory import make_engine
 
     with tempfile.TemporaryDirectory(prefix="coplay-bench-runner-") as tmp:
-        model_cfg = ModelConfig(name_or_path=args.model, dtype="auto",
+        model_cfg = ModelConfig(name=args.model, dtype="auto",
                                 tiny=TinyModelConfig(cache_dir=str(Path(tmp) / "tiny")))
         engine_cfg = EngineConfig(backend=args.backend, max_loras=2, max_lora_rank=8, max_model_len=2048,
                                   max_num_seqs=max(8, args.episodes), cpu_kvcache_gib=1, dtype="auto",

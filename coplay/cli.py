@@ -1,12 +1,14 @@
-"""The `coplay` command: `train | eval | play | bench | bank | report | config | model`.
+"""The `coplay` command: `train | eval | play | bench | bank | report | config | model | demo`, and the
+standalone learner `python -m coplay.learn`. All argument parsing of the package lives here.
 
-Each verb parses its own arguments and imports its implementation lazily, so `coplay --help` is instant.
+Each verb parses its arguments and imports its implementation lazily, so `coplay --help` is instant.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from coplay.config import ConfigError
 
@@ -21,15 +23,13 @@ def _config_show(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     from coplay.artifacts import ArtifactError
     from coplay.config import load_config
+    from coplay.driver.state import ResumeError
     from coplay.learn.checkpoint import CheckpointError
     from coplay.loop import train
-    from coplay.resume import ResumeError
     from coplay.runs import RunDirError
 
     try:
         if args.resume:  # the run's own resolved config, plus overrides (e.g. loop.iterations=20 to extend it)
-            from pathlib import Path
-
             config = args.config or str(Path(args.resume) / "config.yaml")
             run_dir = train(load_config(config, args.overrides), resume=args.resume)
         else:
@@ -38,6 +38,13 @@ def _train(args: argparse.Namespace) -> int:
         print(f"coplay train: {exc}", file=sys.stderr)
         return 2
     print(f"run folder: {run_dir}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from coplay.driver.demo import run_demo
+
+    run_demo(args.overrides)
     return 0
 
 
@@ -51,14 +58,33 @@ def _model_build_tiny(args: argparse.Namespace) -> int:
 
 
 def _play(args: argparse.Namespace) -> int:
-    from coplay.play import play_command
+    from coplay.config import load_config
+    from coplay.eval.play import play, score_table, write_trajectories
 
-    return play_command(args)
+    if args.episodes < 1:
+        print(f"coplay play: --episodes {args.episodes}: expected at least 1", file=sys.stderr)
+        return 2
+    cfg = load_config(args.config, [f"games=[{args.game}]", *args.overrides])
+    seeds = list(range(args.seed, args.seed + args.episodes))
+    try:
+        trajectories = play(cfg, args.game, args.policy, seeds, args.max_steps, args.render)
+    except ValueError as exc:
+        print(f"coplay play: {exc}", file=sys.stderr)
+        return 2
+    print(score_table(trajectories, f"{args.game}: {args.policy}, {args.episodes} episode(s)"))
+    out = Path(args.out) if args.out else None
+    if out is None and args.policy == "model":
+        from coplay.runs import RunDir
+
+        out = RunDir.create(cfg.run.out_dir, f"play-{args.game}", cfg.to_yaml()).shards
+    if out is not None:
+        print(f"trajectories written to {write_trajectories(out, args.game, args.policy, args.seed, trajectories)}")
+    return 0
 
 
 def _bank(args: argparse.Namespace) -> int:
+    from coplay.report.bank import show_bank, write_bank_report
     from coplay.runs import RunDirError
-    from coplay.skills.report import show_bank, write_bank_report
     from coplay.skills.schema import BankError
 
     try:
@@ -77,41 +103,39 @@ def _eval(args: argparse.Namespace) -> int:
 
     try:
         if args.compare:
-            from coplay.compare import compare_files
+            from coplay.eval.compare import compare_files
 
             text, _ = compare_files(*args.compare, out=args.json)
             print(text, end="")
             return 0
-        from coplay.players import eval_command
-
-        return eval_command(args)
+        return _eval_run(args)
     except (RunDirError, ValueError, FileNotFoundError) as exc:
         print(f"coplay eval: {exc}", file=sys.stderr)
         return 2
 
 
-def _add_eval_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", nargs="?", default=None,
-                   help="a run folder: its config, its adapters (--policy model) and its eval/ for the results; "
-                        "write RUN_DIR and the overrides next to each other (before or after the options)")
-    p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
-                   help="print two evaluation files side by side: differences and whether the 95%% CIs overlap")
-    p.add_argument("--json", default=None, help="with --compare: also write the rows to this JSON file")
-    p.add_argument("--policy", default="model", help="who is evaluated: expert | random | base (the model without "
-                   "adapters) | model (RUN_DIR's adapters) | openai (rollout.opponents.openai_*); default model")
-    p.add_argument("--opponents", default=None,
-                   help="other seats of Avalon and Diplomacy: expert | random | self | base | openai "
-                        "(default: loop.eval_opponents)")
-    p.add_argument("--step", type=int, default=None, help="--policy model: the learner step (default: newest)")
-    p.add_argument("--games", default=None, help="comma-separated game keys (default: the config's games)")
-    p.add_argument("--episodes", type=int, default=None,
-                   help="episodes per single-player game (default: loop.eval_episodes_single, 16)")
-    p.add_argument("--episodes-per-seat", type=int, default=None,
-                   help="Avalon/Diplomacy episodes per seat (default: loop.eval_episodes_per_seat, 10)")
-    p.add_argument("--max-steps", type=int, default=None, help="cap on decisions per episode (default: horizon)")
-    p.add_argument("--out", default=None, help="folder for <name>.json/.md (default: RUN_DIR/eval or runs/eval)")
-    p.add_argument("--name", default=None, help="file name stem (default: the policy)")
-    _add_config_args(p)
+def _eval_run(args: argparse.Namespace) -> int:
+    from coplay.config import load_config
+    from coplay.eval.players import run_evaluation
+    from coplay.runs import RunDir
+
+    run_dir, overrides = args.run_dir, list(args.overrides)
+    if run_dir and "=" in run_dir and not Path(run_dir).is_dir():  # no run folder: argparse took an override
+        run_dir, overrides = None, [run_dir, *overrides]
+    run = RunDir.open(run_dir) if run_dir else None
+    for flag, key in (("games", "games"), ("episodes", "eval.episodes"),
+                      ("episodes_per_seat", "eval.episodes_per_seat"), ("max_steps", "eval.max_steps")):
+        value = getattr(args, flag)
+        if value is not None:
+            if flag != "games" and value < 1:
+                raise ValueError(f"--{flag.replace('_', '-')} {value}: expected at least 1")
+            overrides.append(f"{key}=[{value}]" if flag == "games" else f"{key}={value}")
+    cfg = load_config(args.config or (str(run.config_path) if run else None), overrides)
+    json_path, md_path = run_evaluation(cfg, args.policy, args.opponents, run, args.step,
+                                        Path(args.out) if args.out else None, args.name)
+    print(md_path.read_text(), end="")
+    print(f"written {json_path} and {md_path}")
+    return 0
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -127,9 +151,9 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from coplay.bench import bench_command
+    from coplay.eval.bench import bench_command
 
-    return bench_command(args)
+    return bench_command(args.quick, args.only, args.out, args.timeout)
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -137,18 +161,33 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. learner.lr=2e-5")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="coplay", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", metavar="{train,eval,play,bench,bank,report,config,model}")
-    p = sub.add_parser("train", help="run the co-evolution loop (local Ray on loopback unless cluster.address)")
+def _add_eval_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", nargs="?", default=None,
+                   help="a run folder: its config, its adapters (--policy model) and its eval/ for the results; "
+                        "write RUN_DIR and the overrides next to each other (before or after the options)")
+    p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
+                   help="print two evaluation files side by side: differences and whether the 95%% CIs overlap")
+    p.add_argument("--json", default=None, help="with --compare: also write the rows to this JSON file")
+    p.add_argument("--policy", default="model", help="who is evaluated: expert | random | base (the model without "
+                   "adapters) | model (RUN_DIR's adapters) | openai (rollout.opponents.endpoint); default model")
+    p.add_argument("--opponents", default=None,
+                   help="other seats of Avalon and Diplomacy: expert | random | self | base | openai "
+                        "(default: eval.opponents)")
+    p.add_argument("--step", type=int, default=None, help="--policy model: the learner step (default: newest)")
+    p.add_argument("--games", default=None, help="comma-separated game keys (default: the config's games)")
+    p.add_argument("--episodes", type=int, default=None,
+                   help="episodes per single-player game (default: eval.episodes, 16)")
+    p.add_argument("--episodes-per-seat", type=int, default=None,
+                   help="Avalon/Diplomacy episodes per seat (default: eval.episodes_per_seat, 10)")
+    p.add_argument("--max-steps", type=int, default=None,
+                   help="cap on decisions per episode (default: eval.max_steps, else rollout.max_steps, else the "
+                        "game's horizon)")
+    p.add_argument("--out", default=None, help="folder for <name>.json/.md (default: RUN_DIR/eval or runs/eval)")
+    p.add_argument("--name", default=None, help="file name stem (default: the policy)")
     _add_config_args(p)
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue this run folder from its last checkpoint "
-                   "(learner, schedule, artifacts, banks, pending data; see coplay/resume.py)")
-    p.set_defaults(func=_train)
-    p = sub.add_parser("eval", help="evaluate a player on seeds.eval (or --compare two evaluations)")
-    _add_eval_args(p)
-    p.set_defaults(func=_eval)
-    p = sub.add_parser("play", help="play a game with a bot or the model and print scores")
+
+
+def _add_play_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--game", required=True)
     p.add_argument("--policy", default="expert", help="expert | random | model")
     p.add_argument("--episodes", type=int, default=4)
@@ -157,11 +196,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--render", action="store_true", help="print every observation")
     p.add_argument("--out", default=None, help="write trajectory shards here (model: default a new run folder)")
     _add_config_args(p)
+
+
+def _add_bench_args(p: argparse.ArgumentParser) -> None:
+    from coplay.eval.bench import SUITE
+
+    p.add_argument("--quick", action="store_true", help="short settings (a few minutes on 2 CPU cores)")
+    p.add_argument("--only", default=None, help=f"comma-separated members (default all: {','.join(SUITE)})")
+    p.add_argument("--out", default=None, help="results file (default benchmarks/results/<host>-<date>.json)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds per member before it is stopped")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="coplay", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="{train,eval,play,bench,bank,report,config,model,demo}")
+    p = sub.add_parser("train", help="run the co-evolution loop (local Ray on loopback unless cluster.address)")
+    _add_config_args(p)
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue this run folder from its last checkpoint "
+                   "(learner, schedule, artifacts, banks, pending data; see coplay/driver/state.py)")
+    p.set_defaults(func=_train)
+    p = sub.add_parser("eval", help="evaluate a player on seeds.eval (or --compare two evaluations)")
+    _add_eval_args(p)
+    p.set_defaults(func=_eval)
+    p = sub.add_parser("play", help="play a game with a bot or the model and print scores")
+    _add_play_args(p)
     p.set_defaults(func=_play)
     p = sub.add_parser("bench", help="run the benchmark suite; results in benchmarks/results/")
-    from coplay.bench import add_arguments as add_bench_arguments
-
-    add_bench_arguments(p)
+    _add_bench_args(p)
     p.set_defaults(func=_bench)
     p = sub.add_parser("report", help="write the run's self-contained report.html")
     p.add_argument("run_dir")
@@ -186,6 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     tiny.add_argument("--force", action="store_true")
     _add_config_args(tiny)
     tiny.set_defaults(func=_model_build_tiny)
+    p = sub.add_parser("demo", help="the demo run (launch/configs/demo-2048.yaml): tiny model, 2048, CPU")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. loop.iterations=5")
+    p.set_defaults(func=_demo)
     return parser
 
 
@@ -200,6 +264,21 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"coplay: {exc}", file=sys.stderr)
         return 2
+
+
+def learn_main(argv: list[str] | None = None) -> int:
+    """`python -m coplay.learn --shards DIR --out DIR [--config YAML] [--resume] [KEY=VALUE ...]`."""
+    from coplay.learn.standalone import train_from_shards
+
+    parser = argparse.ArgumentParser(prog="python -m coplay.learn",
+                                     description="Train the adapters with GRPO from reward-carrying shards.")
+    parser.add_argument("--shards", required=True, help="folder of *.msgpack trajectory shards")
+    parser.add_argument("--out", required=True, help="output folder (adapters/, checkpoints/, metrics.jsonl)")
+    parser.add_argument("--config", default=None, help="YAML config (defaults otherwise)")
+    parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in OUT")
+    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. learner.backend=torch")
+    args = parser.parse_args(argv)
+    return train_from_shards(Path(args.shards), Path(args.out), args.config, args.overrides, args.resume)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coplay.atomic import append_line_atomic, write_bytes_atomic
+from coplay.files import append_line_atomic, write_bytes_atomic
 
 SUBDIRS = ("shards", "adapters", "banks", "checkpoints", "tb", "eval")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +126,53 @@ class BankVersion:
     path: str = ""
 
 
+@dataclass
+class RolloutResult:
+    """What a rollout worker returns for one chunk of episode plans: the shard (msgpack bytes), the episodes
+    it holds, the generation wall time, the generated tokens, and the runners' counters (steps,
+    invalid_actions, parse_errors, model_calls, env_ns, ...)."""
+
+    shard: bytes
+    episodes: list[str]
+    seconds: float
+    generated_tokens: int = 0
+    counters: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class BankUpdate:
+    """What one skill-bank update returns: the bank versions it published ({bank key: version}), the bank
+    adapters' Samples (rewards set), one report per bank key, and the seconds it took."""
+
+    versions: dict[str, int] = field(default_factory=dict)
+    samples: list[Sample] = field(default_factory=list)
+    reports: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass
+class TrainStep:
+    """One learner step: what the learner did (per-adapter losses, trained tokens, versions after it), what
+    was published, and what the driver knows about its batch (advantages, rewards, which episodes)."""
+
+    learner_step: int
+    adapters: dict[str, dict[str, float]] = field(default_factory=dict)
+    trained_tokens: int = 0
+    versions: dict[str, int] = field(default_factory=dict)
+    published: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    nonzero_advantages: dict[str, int] = field(default_factory=dict)
+    reward_parts: dict[str, dict[str, float]] = field(default_factory=dict)
+    trained_iteration: int | None = None
+    trained_episodes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The metrics-line form (`train_seconds` is the historical name of `seconds`)."""
+        out = asdict(self)
+        out["train_seconds"] = out.pop("seconds")
+        return out
+
+
 _NESTED: dict[type, dict[str, type]] = {
     Trajectory: {"steps": Step, "samples": Sample},
     Shard: {"trajectories": Trajectory},
@@ -183,7 +230,7 @@ def decode_shard(data: bytes, name: str = "<bytes>") -> Shard:
 
 def write_shard(path: str | Path, shard: Shard) -> Path:
     """Write atomically (temp file + rename): a reader never sees half a shard."""
-    from coplay.atomic import write_bytes_atomic
+    from coplay.files import write_bytes_atomic
 
     return write_bytes_atomic(Path(path), encode_shard(shard))
 

@@ -29,6 +29,8 @@ class GameSpec:
     rules: str
     expert: str
     random: str
+    seats: str | None = None  # multi-seat games: the agent names, in seat order
+    side: str | None = None  # multi-seat games: role id -> the side (or power) whose seats share a goal
 
 
 SPECS: dict[str, GameSpec] = {
@@ -45,10 +47,11 @@ SPECS: dict[str, GameSpec] = {
                       "coplay_envs.mario.env:RULES", "coplay_envs.mario.bots:ExpertBot",
                       "coplay_envs.mario.bots:RandomBot"),
     "avalon": GameSpec("avalon", "aec", None, "coplay_envs.avalon_v0:env", "coplay_envs.avalon.env:RULES",
-                       "coplay_envs.avalon.bots:ExpertBot", "coplay_envs.avalon.bots:RandomBot"),
+                       "coplay_envs.avalon.bots:ExpertBot", "coplay_envs.avalon.bots:RandomBot",
+                       "coplay_envs.avalon.rules:SEATS", "coplay_envs.avalon.rules:side_of"),
     "diplomacy": GameSpec("diplomacy", "parallel", None, "coplay_envs.diplomacy_v0:parallel_env",
                           "coplay_envs.diplomacy.env:RULES", "coplay_envs.diplomacy.bots:ExpertBot",
-                          "coplay_envs.diplomacy.bots:RandomBot"),
+                          "coplay_envs.diplomacy.bots:RandomBot", "coplay_envs.diplomacy.orders:POWERS", None),
 }
 
 
@@ -81,3 +84,20 @@ def make_bot(key: str, kind: str, seed: int = 0, **kwargs: Any) -> Any:
 def rules(key: str) -> str:
     """The game's short rules text (shown in prompts)."""
     return resolve(spec(key).rules)
+
+
+def seats(key: str) -> tuple[str, ...]:
+    """The seat (agent) names of a multi-seat game in seat order; () for a single-player game."""
+    path = spec(key).seats
+    return tuple(resolve(path)) if path else ()
+
+
+def side(key: str, seat: str, role: str) -> str | None:
+    """Which seats share a goal, by role id (never a role's display label): Avalon `good` / `evil`, Diplomacy
+    the seat's power; None for a single-player game."""
+    game = spec(key)
+    if game.seats is None:
+        return None
+    if game.side is None:
+        return seat
+    return str(resolve(game.side)(role))

@@ -15,7 +15,7 @@ def tiny_model_config(tmp_path_factory):
     from coplay.config import ModelConfig, TinyModelConfig
     from coplay.models.tiny import build_tiny_model
 
-    cfg = ModelConfig(name_or_path="tiny", dtype="float32",
+    cfg = ModelConfig(name="tiny", dtype="float32",
                       tiny=TinyModelConfig(cache_dir=str(tmp_path_factory.mktemp("tiny-cache"))))
     build_tiny_model(cfg.tiny)
     return cfg

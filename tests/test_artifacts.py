@@ -1,4 +1,5 @@
-"""The artifact ledger: checksums, immutable versions, run-folder copies, acknowledgements, failure limit."""
+"""Versioned artifacts: the ledger (checksums, immutable versions, run-folder copies with one manifest format,
+acknowledgements), what a worker serves, and the driver's republish/stop policy."""
 
 from __future__ import annotations
 
@@ -6,8 +7,19 @@ import json
 
 import pytest
 
-from coplay.artifacts import ArtifactError, ArtifactLedger, bank_sha256
-from coplay.engines.adapters import bundle_sha256
+from coplay.artifacts import (
+    ArtifactError,
+    ArtifactLedger,
+    Manifest,
+    Refusal,
+    RepublishPolicy,
+    bank_manifest_path,
+    bundle_sha256,
+    read_adapter_version,
+    read_bank_version,
+)
+from coplay.artifacts.serving import adapters_to_load, adapters_to_retire
+from coplay.files import sha256_bytes
 from coplay.runs import RunDir
 
 
@@ -19,43 +31,79 @@ def test_adapter_publish_copy_and_republish(tmp_path):
     run = RunDir.create(tmp_path, "a", "{}\n")
     ledger = ArtifactLedger(run)
     files = _bundle(b"1")
-    record = ledger.put_adapter("act", 1, files, bundle_sha256(files), learner_step=1)
+    record = ledger.publish_adapter("act", 1, files, bundle_sha256(files), learner_step=1)
     assert record.engine_name == "act@v1"
     folder = run.adapter_dir("act", 1)
-    assert json.loads((folder / "manifest.json").read_text())["sha256"] == record.sha256
-    assert ledger.reload_adapter("act", 1)[0] == files
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["sha256"] == record.sha256 and manifest["kind"] == "adapter" and manifest["learner_step"] == 1
+    assert manifest["files"] == {name: sha256_bytes(data) for name, data in files.items()}
+    assert ledger.republish_adapter("act", 1) == record and ledger.get_adapter("act", 1)[0].files == files
     (folder / "adapter_model.safetensors").write_bytes(b"corrupt")
-    with pytest.raises(ArtifactError, match="no longer matches"):
-        ledger.reload_adapter("act", 1)
+    with pytest.raises(ArtifactError, match="adapter_model.safetensors"):
+        ledger.republish_adapter("act", 1)
 
 
 def test_checksum_mismatch_and_rewrites_are_refused(tmp_path):
     ledger = ArtifactLedger(None)
     files = _bundle(b"1")
     with pytest.raises(ArtifactError, match="does not match"):
-        ledger.put_adapter("act", 1, files, "0" * 64, 1)
-    ledger.put_adapter("act", 1, files, bundle_sha256(files), 1)
+        ledger.publish_adapter("act", 1, files, "0" * 64, 1)
+    ledger.publish_adapter("act", 1, files, bundle_sha256(files), 1)
+    ledger.publish_adapter("act", 1, files, bundle_sha256(files), 1)  # the same bytes again: a no-op
     other = _bundle(b"2")
     with pytest.raises(ArtifactError, match="other bytes"):
-        ledger.put_adapter("act", 1, other, bundle_sha256(other), 1)
+        ledger.publish_adapter("act", 1, other, bundle_sha256(other), 1)
     with pytest.raises(ArtifactError, match="never published"):
         ledger.get_adapter("act", 2)
 
 
-def test_banks_acks_and_failure_limit(tmp_path):
+def test_banks_get_the_same_manifest_format_and_acks_are_checked(tmp_path):
     run = RunDir.create(tmp_path, "b", "{}\n")
-    ledger = ArtifactLedger(run, max_failures=3)
+    ledger = ArtifactLedger(run)
     data = json.dumps({"skills": []}).encode()
-    record = ledger.put_bank("avalon/good", 2, data, iteration=2)
-    assert run.bank_path("avalon/good", 2).read_bytes() == data and record.sha256 == bank_sha256(data)
+    record = ledger.publish_bank("avalon/good", 2, data, iteration=2)
+    path = run.bank_path("avalon/good", 2)
+    assert path.read_bytes() == data and record.sha256 == sha256_bytes(data)
+    manifest = Manifest.read(bank_manifest_path(path), "bank")
+    assert (manifest.name, manifest.version, manifest.sha256, manifest.iteration) == ("avalon/good", 2, record.sha256, 2)
+    assert read_bank_version(path) == (data, record)
     assert ledger.latest_bank_version("avalon/good", 5) == 2 and ledger.latest_bank_version("avalon/good", 1) is None
-    with pytest.raises(json.JSONDecodeError):
-        ledger.put_bank("x", 1, b"{not json", 1)
+    with pytest.raises(ArtifactError, match="not JSON"):
+        ledger.publish_bank("x", 1, b"{not json", 1)
     ledger.acknowledge("w0", "bank", "avalon/good", 2, record.sha256)
     assert ledger.acknowledged_by("bank", "avalon/good", 2) == {"w0": record.sha256}
     with pytest.raises(ArtifactError, match="acknowledged"):
         ledger.acknowledge("w1", "bank", "avalon/good", 2, "f" * 64)
-    assert ledger.report_failure("adapter", "act", 3, "bad") == 1
-    assert ledger.report_failure("adapter", "act", 3, "bad") == 2
+
+
+def test_a_fresh_ledger_restores_versions_from_the_run_folder_and_refuses_corrupt_copies(tmp_path):
+    run = RunDir.create(tmp_path, "c", "{}\n")
+    first = ArtifactLedger(run)
+    files = _bundle(b"1")
+    adapter = first.publish_adapter("retrieve", 3, files, bundle_sha256(files), learner_step=2)
+    bank = first.publish_bank("2048", 1, b'{"v": 1}', iteration=1)
+    fresh = ArtifactLedger(run)
+    assert fresh.restore_adapter("retrieve", 3) == adapter and fresh.restore_bank("2048", 1) == bank
+    bundle, _ = read_adapter_version(run.adapter_dir("retrieve", 3))
+    assert bundle.files == files
+    run.bank_path("2048", 1).write_bytes(b'{"v": 2}')
+    with pytest.raises(ArtifactError, match="v1.json"):
+        ArtifactLedger(run).restore_bank("2048", 1)
+
+
+def test_a_worker_keeps_the_previous_version_of_an_adapter_whose_new_version_was_refused():
+    wanted = [("act", 3), ("retrieve", 2)]
+    loaded = ["act@v2", "retrieve@v1", "curator@v1"]
+    assert adapters_to_load(wanted, loaded) == [("act", 3), ("retrieve", 2)]
+    refused = [Refusal("adapter", "act", 3, "checksum")]
+    assert adapters_to_retire([*loaded, "retrieve@v2"], wanted, refused) == ["retrieve@v1", "curator@v1"]
+
+
+def test_the_republish_policy_stops_after_the_configured_failures():
+    policy = RepublishPolicy(max_failures=3)
+    bad = Refusal("adapter", "act", 3, "bad")
+    assert policy.refused(bad) == 1 and policy.refused(bad) == 2
+    assert policy.refused(Refusal("bank", "2048", 1, "bad")) == 1  # counted per version
     with pytest.raises(ArtifactError, match="3 times"):
-        ledger.report_failure("adapter", "act", 3, "bad")
+        policy.refused(bad)
+    assert policy.counts() == {"adapter:act@v3": 3, "bank:2048@v1": 1}

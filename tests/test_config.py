@@ -56,7 +56,7 @@ def test_unknown_yaml_key_is_rejected(tmp_path):
         ("learner.loss_agg=sum", "token-mean"),
         ("seeds.eval.start=10", "overlaps"),
         ("learner.adapter_lr={propose: 1e-4}", "propose"),
-        ("sft.adapter_min_batches={act: -1}", ">= 0"),
+        ("sft.adapter_min_batches={act: -1}", "greater than or equal to 0"),
         ("sft.adapter_min_batches={actor: 10}", "actor"),
         ("engine.backend=tgi", "vllm"),
     ],
@@ -81,3 +81,57 @@ def test_malformed_override_and_missing_file(tmp_path):
 def test_sft_min_batches_per_adapter_override_the_common_floor():
     cfg = load_config(overrides=["sft.min_batches_per_adapter=24", "sft.adapter_min_batches={contract: 150}"])
     assert cfg.sft.min_batches() == {"act": 24, "retrieve": 24, "segment": 24, "contract": 150, "curator": 24}
+
+
+def test_per_adapter_mappings_reject_unknown_keys_naming_the_allowed_ones(tmp_path):
+    allowed = "act, contract, curator, retrieve, segment"
+    with pytest.raises(ConfigError, match=f"unknown key 'actt'; allowed here: {allowed}"):
+        load_config(overrides=["sampling.max_tokens.actt=10"])
+    path = tmp_path / "typo.yaml"
+    path.write_text("learner:\n  adapter_lr: {currator: 1.0e-4}\n")
+    with pytest.raises(ConfigError, match="learner.adapter_lr.currator: unknown key 'currator'.*act, retrieve"):
+        load_config(path)
+    assert load_config(overrides=["sft.adapter_min_batches.contract=150"]).sft.min_batches()["contract"] == 150
+
+
+def test_a_dotted_mapping_override_merges_like_a_yaml_file(tmp_path):
+    defaults = dict(CoplayConfig().sampling.max_tokens)
+    for override in ("sampling.max_tokens.act=10", "sampling.max_tokens={act: 10}"):
+        assert dict(load_config(overrides=[override]).sampling.max_tokens) == {**defaults, "act": 10}
+    path = tmp_path / "c.yaml"
+    path.write_text("sampling:\n  max_tokens: {act: 10}\n")
+    assert dict(load_config(path).sampling.max_tokens) == {**defaults, "act": 10}
+    lr = load_config(overrides=["learner.adapter_lr={curator: 1e-4}"]).learner
+    assert lr.adapter_lr.get("curator", lr.lr) == 1e-4 and lr.adapter_lr.get("act", lr.lr) == lr.lr
+
+
+def test_a_file_extends_another_and_changes_only_what_it_sets(tmp_path):
+    (tmp_path / "base.yaml").write_text("loop: {iterations: 3, staleness: 0}\nrollout: {group_size: 2}\n")
+    (tmp_path / "child.yaml").write_text("extends: base.yaml\nloop: {iterations: 7}\n")
+    cfg = load_config(tmp_path / "child.yaml")
+    assert (cfg.loop.iterations, cfg.loop.staleness, cfg.rollout.group_size) == (7, 0, 2)
+    (tmp_path / "a.yaml").write_text("extends: b.yaml\n")
+    (tmp_path / "b.yaml").write_text("extends: a.yaml\n")
+    with pytest.raises(ConfigError, match="cycle"):
+        load_config(tmp_path / "a.yaml")
+
+
+def test_the_demo_config_is_the_base_of_the_learning_config():
+    demo = load_config("launch/configs/demo-2048.yaml")
+    learning = load_config("launch/configs/cpu-2048-learning.yaml")
+    assert demo.model.name == learning.model.name == "tiny" and demo.games == learning.games == ["2048"]
+    assert learning.rollout.max_steps == 40 and learning.sft.adapter_min_batches.contract == 150
+
+
+def test_config_game_facts_agree_with_the_games_package():
+    import subprocess
+    import sys
+
+    code = "import sys, coplay.config; sys.exit(int('coplay_envs' in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0  # config never imports the games
+    import coplay_envs
+    from coplay.config import GAME_KEYS
+
+    assert GAME_KEYS == coplay_envs.GAME_KEYS
+    assert set(CoplayConfig().game) == set(coplay_envs.GAME_KEYS)
+    assert set(CoplayConfig().skill_bank.segmentation.duration_prior) == set(coplay_envs.GAME_KEYS)

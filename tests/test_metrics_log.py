@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coplay.metrics_log import console_line
+from coplay.driver.metrics import console_line
 
 
 def test_closing_records_are_not_shown_as_empty_iterations():

@@ -86,5 +86,5 @@ def test_lora_specs_follow_config():
 
 
 def test_missing_local_model_is_a_clear_error():
-    with pytest.raises(FileNotFoundError, match="name_or_path"):
-        load_base_model(ModelConfig(name_or_path="no-such-model"))
+    with pytest.raises(FileNotFoundError, match="name"):
+        load_base_model(ModelConfig(name="no-such-model"))

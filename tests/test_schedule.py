@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coplay.schedule import VersionLedger, bank_version_for, policy_step_for
+from coplay.driver.schedule import VersionLedger, bank_version_for, policy_step_for
 
 
 def test_synchronous_schedule_uses_the_previous_step():

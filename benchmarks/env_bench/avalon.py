@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any
 
-from coplay.stats import summarize, wilson_interval
+from coplay.eval.stats import summarize, wilson_interval
 from coplay_envs.avalon.bots import ExpertBot, RandomBot, play_matchup
 from coplay_envs.avalon.env import AvalonEnv
 from coplay_envs.avalon.rules import apply_action, new_game

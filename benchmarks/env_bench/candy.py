@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from coplay.stats import summarize
+from coplay.eval.stats import summarize
 from coplay_envs.candy.bots import ExpertBot, RandomBot
 from coplay_envs.candy.env import CandyCrushEnv
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from coplay.stats import summarize
+from coplay.eval.stats import summarize
 from coplay_envs.game2048.bots import ExpertBot, RandomBot
 from coplay_envs.game2048.env import Game2048Env
 

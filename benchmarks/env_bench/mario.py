@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from coplay.stats import summarize
+from coplay.eval.stats import summarize
 from coplay_envs.mario.bots import evaluate
 from coplay_envs.mario.env import FRAMES_PER_ACTION, LEGAL_ACTIONS, MarioEnv
 

@@ -15,7 +15,7 @@ import statistics
 import time
 from typing import Any
 
-from coplay.stats import summarize
+from coplay.eval.stats import summarize
 from coplay_envs.tetris.bots import ExpertBot, RandomBot
 from coplay_envs.tetris.env import TetrisEnv, parse_placement
 from coplay_envs.tetris.features import compute_features

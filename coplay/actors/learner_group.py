@@ -14,8 +14,9 @@ import ray
 from ray.util.placement_group import placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from coplay.artifacts.bundle import AdapterBundle
 from coplay.config import CoplayConfig
-from coplay.types import Sample
+from coplay.types import Sample, TrainStep
 
 
 def actor_gpus(configured: float | None) -> float:
@@ -24,22 +25,6 @@ def actor_gpus(configured: float | None) -> float:
     if configured is not None:
         return configured
     return 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
-
-
-def canonical_adapter_config(folder: str) -> None:
-    """Rewrite a PEFT `adapter_config.json` with sorted keys and sorted `target_modules`: PEFT keeps the
-    target modules as a set, so their order (and the bundle's sha256) would otherwise follow the process's
-    hash seed, and equal adapters from two processes (a resumed run) would get different checksums."""
-    import json
-    from pathlib import Path
-
-    from coplay.engines.adapters import ADAPTER_CONFIG
-
-    path = Path(folder) / ADAPTER_CONFIG
-    config = json.loads(path.read_text())
-    if isinstance(config.get("target_modules"), list):
-        config["target_modules"] = sorted(config["target_modules"])
-    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 class LearnerRankImpl:
@@ -57,10 +42,9 @@ class LearnerRankImpl:
         self.learner = Learner(self.cfg.model, self.cfg.adapters, self.cfg.learner, self.cfg.sampling.max_tokens,
                                seed=self.cfg.seeds.run)
 
-    def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> dict[str, Any]:
+    def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> TrainStep:
         metrics = self.learner.train_step(samples, advantages)
-        return {"learner_step": metrics.learner_step, "adapters": metrics.adapters,
-                "trained_tokens": metrics.trained_tokens, "versions": dict(self.learner.versions)}
+        return TrainStep(metrics.learner_step, metrics.adapters, metrics.trained_tokens, dict(self.learner.versions))
 
     def sft(self, examples: list[Any], epochs: int, lr: float,
             min_batches: dict[str, int] | None = None) -> dict[str, Any]:
@@ -78,27 +62,10 @@ class LearnerRankImpl:
                                    "first_loss": losses[0], "last_loss": losses[-1]}
         return report
 
-    def export(self, adapters: list[str]) -> dict[str, tuple[dict[str, bytes], str, int]]:
-        """Bundles (files, bundle sha256, version) of the given adapters at their current versions.
-        Collective (ZeRO-3 gathers); rank 0 returns them, read back from a temporary export folder so the
-        bytes are exactly those `publish_adapters` writes."""
-        import shutil
-        import tempfile
-
-        from coplay.engines.adapters import adapter_bundle
-        from coplay.learn.publish import publish_adapters
-
-        root = tempfile.mkdtemp(prefix="coplay-export-")
-        try:
-            published = publish_adapters(self.learner, adapters, root)
-            out = {}
-            for record in published:
-                canonical_adapter_config(record.path)
-                files, sha = adapter_bundle(record.path)
-                out[record.adapter] = (files, sha, record.version)
-            return out
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
+    def export(self, adapters: list[str]) -> dict[str, AdapterBundle]:
+        """Bundles of the given adapters at their current versions (`Learner.export`: collective under
+        ZeRO-3; rank 0 returns them)."""
+        return self.learner.export(adapters)
 
     def save_checkpoint(self, folder: str, bank_version: Any, data_cursor: Any, extra: dict[str, Any]) -> str:
         from coplay.learn.checkpoint import save_checkpoint
@@ -142,14 +109,14 @@ class LearnerGroup:
     def _all(self, method: str, *args: Any) -> Any:
         return ray.get([getattr(rank, method).remote(*args) for rank in self.ranks])[0]
 
-    def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> dict[str, Any]:
+    def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> TrainStep:
         return self._all("train_step", samples, advantages)
 
     def sft(self, examples: list[Any], epochs: int, lr: float,
             min_batches: dict[str, int] | None = None) -> dict[str, Any]:
         return self._all("sft", examples, epochs, lr, min_batches)
 
-    def export(self, adapters: list[str]) -> dict[str, tuple[dict[str, bytes], str, int]]:
+    def export(self, adapters: list[str]) -> dict[str, AdapterBundle]:
         return self._all("export", adapters)
 
     def save_checkpoint(self, folder: str, bank_version: Any, data_cursor: Any, extra: dict[str, Any]) -> str:

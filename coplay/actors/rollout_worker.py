@@ -18,13 +18,14 @@ from typing import Any
 import ray
 
 from coplay.agent.bank_view import BankSkills
-from coplay.artifacts import bank_sha256
+from coplay.artifacts import ArtifactError, Refusal, SyncReport
+from coplay.artifacts.serving import adapters_to_load, adapters_to_retire, check_bank_delivery
 from coplay.config import CoplayConfig
 from coplay.engines.base import AdapterRejected, GenerationRequest, SamplingParams, engine_name
 from coplay.rollout.model_episodes import EpisodePlan, RunnerContext, play_episodes
 from coplay.skills.caller import Completion as BankCompletion
 from coplay.skills.schema import Bank, BankError, bank_key_for
-from coplay.types import Shard, encode_shard
+from coplay.types import RolloutResult, Shard, encode_shard
 
 
 class RolloutWorkerImpl:
@@ -44,58 +45,43 @@ class RolloutWorkerImpl:
         self.bank_versions: dict[str, int] = {}
         self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
         adapters, banks = ray.get(self.store.serving.remote())
-        self.startup_sync = self.sync(adapters, banks) if adapters or banks else {"loaded": [], "failed": []}
+        self.startup_sync = self.sync(adapters, banks) if adapters or banks else SyncReport()
 
-    def sync(self, adapters: list[tuple[str, int]], banks: dict[str, int]) -> dict[str, Any]:
-        """Serve exactly `adapters` (engine names `<a>@v<n>`) plus what is loaded and still needed, and the
-        given bank versions. Returns what was loaded, acknowledged and refused."""
-        report: dict[str, Any] = {"loaded": [], "failed": []}
-        wanted = {engine_name(a, v) for a, v in adapters}
-        for adapter, version in adapters:
-            label = engine_name(adapter, version)
-            if label in self.engine.loaded_adapters():
-                continue
-            files, record = ray.get(self.store.get_adapter.remote(adapter, version))
+    def sync(self, adapters: list[tuple[str, int]], banks: dict[str, int]) -> SyncReport:
+        """Serve exactly `adapters` (engine names `<a>@v<n>`) plus what is loaded and still needed
+        (`coplay.artifacts.serving`), and the given bank versions. Returns what was loaded and refused."""
+        report = SyncReport()
+        for adapter, version in adapters_to_load(adapters, self.engine.loaded_adapters()):
+            bundle, record = ray.get(self.store.get_adapter.remote(adapter, version))
             try:
-                sha = self.engine.load_adapter(adapter, version, files, record.sha256)
+                sha = self.engine.load_adapter(adapter, version, bundle.files, record.sha256)
             except AdapterRejected as exc:
-                report["failed"].append(("adapter", adapter, version, str(exc)))
+                report.failed.append(Refusal("adapter", adapter, version, str(exc)))
                 continue
             ray.get(self.store.acknowledge.remote(self.name, "adapter", adapter, version, sha))
-            report["loaded"].append(label)
-        refused = {engine_name(a, v) for kind, a, v, _ in report["failed"] if kind == "adapter"}
-        for label in self.engine.loaded_adapters():
-            if label not in wanted and not self._still_needed(label, wanted, refused):
-                self.engine.retire_adapter(label)
+            report.loaded.append(engine_name(adapter, version))
+        for label in adapters_to_retire(self.engine.loaded_adapters(), adapters, report.failed):
+            self.engine.retire_adapter(label)
         for key, version in banks.items():
             if self.bank_versions.get(key) == version:
                 continue
             data, record = ray.get(self.store.get_bank.remote(key, version))
             try:
-                if bank_sha256(data) != record.sha256:
-                    raise BankError(f"bank {key} v{version}: sha256 of the delivered bytes does not match")
-                import json
-
-                self.banks[key] = Bank.from_json(json.loads(data), source=f"{key} v{version}")
-            except (BankError, ValueError, KeyError, TypeError) as exc:
-                report["failed"].append(("bank", key, version, str(exc)))
+                check_bank_delivery(data, record)
+                self.banks[key] = Bank.from_bytes(data, source=f"{key} v{version}")
+            except (ArtifactError, BankError) as exc:
+                report.failed.append(Refusal("bank", key, version, str(exc)))
                 continue
             self.bank_versions[key] = version
             ray.get(self.store.acknowledge.remote(self.name, "bank", key, version, record.sha256))
-            report["loaded"].append(f"bank:{key}@v{version}")
+            report.loaded.append(f"bank:{key}@v{version}")
         return report
-
-    @staticmethod
-    def _still_needed(label: str, wanted: set[str], refused: set[str]) -> bool:
-        """A loaded version stays while a newer version of the same adapter was refused (keep serving it)."""
-        adapter = label.split("@v", 1)[0]
-        return any(r.split("@v", 1)[0] == adapter for r in refused)
 
     def _skills_for(self, game: str, role: str) -> BankSkills | None:
         bank = self.banks.get(bank_key_for(game, role=role))
         return BankSkills(bank) if bank is not None and bank.skills else None
 
-    def rollout(self, plans: list[EpisodePlan], iteration: int, index: int = 0) -> dict[str, Any]:
+    def rollout(self, plans: list[EpisodePlan], iteration: int, index: int = 0) -> RolloutResult:
         """Play the plans; returns the shard (msgpack bytes) and counters."""
         ctx = RunnerContext(engine=self.engine, rules=self.rules, skills_for=self._skills_for,
                             run_seed=self.cfg.seeds.run)
@@ -105,8 +91,8 @@ class RolloutWorkerImpl:
         shard = Shard(shard_id=f"it{iteration}-w{self.worker_id}-{index}", iteration=iteration,
                       worker=self.worker_id, trajectories=trajectories)
         tokens = sum(len(s.completion_ids) for t in trajectories for s in t.samples)
-        return {"shard": encode_shard(shard), "seconds": seconds, "generated_tokens": tokens,
-                "episodes": sorted({t.episode_id for t in trajectories}), **ctx.counters}
+        return RolloutResult(encode_shard(shard), sorted({t.episode_id for t in trajectories}), seconds, tokens,
+                             dict(ctx.counters))
 
     def complete(self, adapter: str | None, prompts: list[list[dict[str, str]]], n: int, max_tokens: int,
                  temperature: float, seed: int) -> list[list[BankCompletion]]:

@@ -13,7 +13,6 @@ inside an update however fast the update itself is. Nothing in a run calls it.
 
 from __future__ import annotations
 
-import json
 import time
 from collections import deque
 from typing import Any
@@ -25,7 +24,7 @@ from coplay.skills.caller import FunctionCaller
 from coplay.skills.schema import Bank, bank_key_for
 from coplay.skills.teacher import TeacherCaller, contract_examples, dedupe
 from coplay.skills.update import update_bank
-from coplay.types import Sample, Trajectory, decode_shard
+from coplay.types import BankUpdate, Sample, Trajectory, decode_shard
 
 SEED_UPDATES = 2  # updates that build the seed bank (the first materializes skills, the second refines them)
 
@@ -68,7 +67,7 @@ class SkillBankImpl:
         if version is None:
             return self.banks.get(key) or Bank(bank_key=key)
         data, _ = ray.get(self.store.get_bank.remote(key, version))
-        return Bank.from_json(json.loads(data), source=f"{key} v{version}")
+        return Bank.from_bytes(data, source=f"{key} v{version}")
 
     def _caller(self, engine_names: dict[str, str | None], iteration: int) -> FunctionCaller:
         worker_count = len(self.workers)
@@ -85,7 +84,7 @@ class SkillBankImpl:
         return FunctionCaller(generate, pass_max_tokens=True)
 
     def update(self, iteration: int, engine_names: dict[str, str | None],
-               base_versions: dict[str, int] | None = None) -> dict[str, Any]:
+               base_versions: dict[str, int] | None = None) -> BankUpdate:
         """Drain the queue: one bank update per bank key found in the queued shards (building on
         `base_versions`, read from the store), all published as their next versions once every key is done.
         Returns {bank_key: version}, the bank adapters' Samples (rewards set), reports and the
@@ -117,13 +116,11 @@ class SkillBankImpl:
             reports.append({**report, "skipped_trajectories": skipped})
         versions: dict[str, int] = {}
         for key, new_bank in new_banks.items():
-            data = json.dumps(new_bank.to_json(), sort_keys=True).encode()
-            ray.get(self.store.put_bank.remote(key, new_bank.version, data, iteration))
+            ray.get(self.store.publish_bank.remote(key, new_bank.version, new_bank.to_bytes(), iteration))
             self.banks[key] = new_bank
             versions[key] = new_bank.version
         self.reports += reports
-        return {"versions": versions, "samples": samples, "reports": reports,
-                "seconds": time.perf_counter() - started}
+        return BankUpdate(versions, samples, reports, time.perf_counter() - started)
 
     def seed_banks(self, trajectories: list[Trajectory], iteration: int = 0) -> dict[str, int]:
         """Build the initial banks deterministically from teacher trajectories (the expert bots'):
@@ -134,7 +131,7 @@ class SkillBankImpl:
         for traj in trajectories:
             by_key.setdefault(bank_key_for(traj.game, traj.seat, traj.role), []).append(traj)
         # every segment goes to the (teacher) segment adapter: its answer is the DP order, so nothing changes
-        cfg = self.cfg.skill_bank.model_copy(update={"use_model": True, "segment_margin": float("inf")})
+        cfg = self.cfg.skill_bank.with_values({"use_model": True, "segmentation.margin": float("inf")})
         versions = {}
         for key in sorted(by_key):
             bank = self.banks.get(key) or Bank(bank_key=key)
@@ -151,8 +148,7 @@ class SkillBankImpl:
                 teacher = TeacherCaller()
                 update_bank(bank, trajs, teacher, cfg, iteration)
                 self.teacher += [e for e in teacher.examples if e[0] == "segment"]
-            data = json.dumps(bank.to_json(), sort_keys=True).encode()
-            ray.get(self.store.put_bank.remote(key, bank.version, data, iteration))
+            ray.get(self.store.publish_bank.remote(key, bank.version, bank.to_bytes(), iteration))
             self.banks[key] = bank
             versions[key] = bank.version
         return versions

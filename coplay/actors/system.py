@@ -13,7 +13,6 @@ Keeping these here lets `coplay/loop.py` read top to bottom on one screen.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,12 +24,14 @@ from coplay.actors.artifact_store import ArtifactStore
 from coplay.actors.learner_group import LearnerGroup, actor_gpus
 from coplay.actors.rollout_worker import RolloutWorker
 from coplay.actors.skill_bank_actor import SkillBankActor
-from coplay.artifacts import ArtifactError
-from coplay.config import CoplayConfig
+from coplay.artifacts import ArtifactError, RepublishPolicy
+from coplay.config import BANK_ADAPTERS, CoplayConfig
+from coplay.driver.records import CollectStats, IterationData
+from coplay.driver.schedule import BankSchedule, VersionLedger
 from coplay.rollout.model_episodes import EpisodePlan
 from coplay.runs import RunDir
 from coplay.skills.schema import Bank
-from coplay.types import Sample, Trajectory, decode_shard
+from coplay.types import BankUpdate, RolloutResult, Sample, TrainStep, Trajectory, decode_shard
 
 
 class EpisodeAccountingError(RuntimeError):
@@ -98,7 +99,7 @@ class System:
         # life, so restarting actors can always read their constructor arguments (Ray issue 53727)
         self.actor_config = ray.put(cfg.model_dump(mode="json"))
         restarts = cfg.cluster.max_restarts
-        self.store = ArtifactStore.remote(str(run.root), cfg.cluster.artifact_max_failures)
+        self.store = ArtifactStore.remote(str(run.root))
         gpu = actor_gpus(cfg.cluster.rollout_worker_gpus)
         self.workers = [RolloutWorker.options(name=f"{run.root.name}.worker-{i}", num_cpus=1, num_gpus=gpu,
                                               max_restarts=restarts, max_concurrency=8, max_task_retries=0)
@@ -109,6 +110,7 @@ class System:
                                            max_task_retries=0).remote(self.actor_config, self.store, self.workers)
         self.bank_payloads: dict[tuple[str, int], bytes] = {}
         self.serving: tuple[list[tuple[str, int]], dict[str, int]] = ([], {})
+        self.republish = RepublishPolicy(cfg.cluster.artifact_max_failures)
         self.faults: dict[str, Any] = {}
 
     @classmethod
@@ -119,6 +121,7 @@ class System:
         system.cfg, system.run, system.store, system.workers = cfg, run, store, workers
         system.learner = system.bank = None
         system.bank_payloads, system.serving, system.faults = {}, ([], {}), {}
+        system.republish = RepublishPolicy(cfg.cluster.artifact_max_failures)
         return system
 
     def shutdown(self) -> None:
@@ -138,13 +141,13 @@ class System:
         self.faults.setdefault(kind, []).append(detail)
 
     # ------------------------------------------------------------------ artifacts
-    def publish(self, adapters: list[str], learner_step: int) -> dict[str, int]:
+    def publish_adapters(self, adapters: list[str], learner_step: int) -> dict[str, int]:
         """Export the adapters from the learner and publish each as its current version."""
-        published = {}
-        for adapter, (files, sha, version) in self.learner.export(adapters).items():
-            ray.get(self.store.put_adapter.remote(adapter, version, files, sha, learner_step))
-            published[adapter] = version
-        return published
+        bundles, versions = self.learner.export(adapters), self.learner.versions()
+        for adapter, bundle in bundles.items():
+            ray.get(self.store.publish_adapter.remote(adapter, versions[adapter], bundle.files, bundle.sha256,
+                                                      learner_step))
+        return {adapter: versions[adapter] for adapter in bundles}
 
     def sync(self, adapter_versions: dict[str, int], frozen_act: list[int], banks: dict[str, int]) -> None:
         """Every worker serves these versions (recorded in the store as the serving set first, so a worker
@@ -156,10 +159,10 @@ class System:
             self.sync_worker(i)
 
     def sync_worker(self, index: int) -> None:
-        """One worker serves the serving set. A refused artifact (DESIGN.md §6): the worker keeps serving the
-        previous version and reports; the driver republishes it from the run-folder copy and retries; the
-        store raises `ArtifactError` (re-raised here, naming the artifact) after
-        `cluster.artifact_max_failures` failures. A worker that dies meanwhile is retried after its restart."""
+        """One worker serves the serving set. A refused artifact follows `coplay.artifacts.republish`: counted,
+        republished from the run-folder copy, retried; the policy raises `ArtifactError` (naming the artifact)
+        after `cluster.artifact_max_failures` failures. A worker that dies meanwhile is retried after its
+        restart."""
         wanted, banks = self.serving
         deaths = 0
         while True:
@@ -172,16 +175,17 @@ class System:
                     raise
                 wait_alive([self.workers[index]])
                 continue
-            if not report["failed"]:
+            if not report.failed:
                 return
-            for kind, name, version, error in report["failed"]:
-                self._fault("refused_artifacts", f"worker-{index} {kind} {name} v{version}: {error[:120]}")
+            for refusal in report.failed:
+                self._fault("refused_artifacts", f"worker-{index} {refusal.kind} {refusal.label}: "
+                                                 f"{refusal.error[:120]}")
+                self.republish.refused(refusal)
                 try:
-                    ray.get(self.store.report_failure.remote(kind, name, version, error))
-                    if kind == "adapter":
-                        ray.get(self.store.republish_adapter.remote(name, version))
+                    if refusal.kind == "adapter":
+                        ray.get(self.store.republish_adapter.remote(refusal.name, refusal.version))
                     else:
-                        ray.get(self.store.republish_bank.remote(name, version))
+                        ray.get(self.store.republish_bank.remote(refusal.name, refusal.version))
                 except RayTaskError as exc:
                     clear = _artifact_error(exc)
                     if clear is not None:
@@ -203,7 +207,7 @@ class System:
         for key, version in versions.items():
             if (key, version) not in self.bank_payloads:
                 self.bank_payloads[(key, version)] = ray.get(self.store.get_bank.remote(key, version))[0]
-            out[key] = Bank.from_json(json.loads(self.bank_payloads[(key, version)]), source=f"{key} v{version}")
+            out[key] = Bank.from_bytes(self.bank_payloads[(key, version)], source=f"{key} v{version}")
         return out
 
     # ------------------------------------------------------------------ rollouts and bank
@@ -218,11 +222,11 @@ class System:
         refs = [self.workers[w].rollout.remote(chunk, iteration) for w, chunk in zip(slots, chunks, strict=True)]
         return Rollouts(iteration, chunks, slots, refs)
 
-    def gather(self, rollouts: Rollouts) -> list[dict[str, Any]]:
+    def gather(self, rollouts: Rollouts) -> list[RolloutResult]:
         """One result per chunk. A chunk whose worker died is re-run on the next worker (the restarted one
         when there is one worker), after syncing it; at most `cluster.max_restarts` reruns per chunk. Every
         planned (episode, seat) then appears exactly once, or `EpisodeAccountingError`."""
-        results: list[dict[str, Any] | None] = [None] * len(rollouts.chunks)
+        results: list[RolloutResult | None] = [None] * len(rollouts.chunks)
         reruns = [0] * len(rollouts.chunks)
         refs = list(rollouts.refs)
         pending = set(range(len(refs)))
@@ -248,29 +252,24 @@ class System:
         check_exactly_once([p.episode_id for c in rollouts.chunks for p in c], done, rollouts.iteration)
         return done
 
-    def collect(self, rollouts: Rollouts) -> tuple[list[Trajectory], list[bytes], dict[str, Any]]:
+    def collect(self, rollouts: Rollouts, bank_versions: dict[str, int]) -> tuple[IterationData, CollectStats]:
         """Wait for the rollouts (re-running dead workers' chunks); write one shard per chunk to the run
-        folder; decode them."""
+        folder; decode them. `bank_versions`: the banks these rollouts played with."""
         results = self.gather(rollouts)
         trajectories: list[Trajectory] = []
-        shards = []
-        stats: dict[str, Any] = {"generation_seconds": max(r["seconds"] for r in results),
-                                 "wall_seconds": time.perf_counter() - rollouts.started}
         for i, result in enumerate(results):
             path = self.run.shard_path(rollouts.iteration, i)
-            path.write_bytes(result["shard"])
-            shards.append(result["shard"])
-            trajectories += decode_shard(result["shard"], str(path)).trajectories
-            for key in ("generated_tokens", "steps", "invalid_actions", "parse_errors", "model_calls", "env_ns"):
-                stats[key] = stats.get(key, 0) + result.get(key, 0)
-        return trajectories, shards, stats
+            path.write_bytes(result.shard)
+            trajectories += decode_shard(result.shard, str(path)).trajectories
+        data = IterationData(rollouts.iteration, trajectories, [r.shard for r in results], dict(bank_versions))
+        return data, CollectStats.of(results, time.perf_counter() - rollouts.started)
 
-    def bank_update(self, iteration: int, shards: list[bytes], versions: dict[str, int],
-                    base: dict[str, int]) -> BankJob:
-        """Queue the shards of `iteration` and start the update (building on bank versions `base`, with the
-        bank adapters at `versions`); it runs while the next rollouts play. `bank_result` waits for it."""
-        names = {a: f"{a}@v{versions[a]}" for a in ("segment", "contract", "curator")}
-        job = BankJob(iteration, shards, names, dict(base))
+    def bank_update(self, data: IterationData, versions: dict[str, int], base: dict[str, int]) -> BankJob:
+        """Queue the shards of one iteration and start the bank update over it (building on bank versions
+        `base`, with the bank adapters at `versions`); it runs while the next rollouts play. `bank_result`
+        waits for it."""
+        names = {a: f"{a}@v{versions[a]}" for a in BANK_ADAPTERS}
+        job = BankJob(data.iteration, data.shards, names, dict(base))
         try:
             self._start_bank(job)
         except (RayActorError, RayTaskError) as exc:  # died while taking the shards: `bank_result` reruns it
@@ -286,11 +285,11 @@ class System:
             ray.get(self.bank.submit.remote(job.iteration, shard))
         job.ref = self.bank.update.remote(job.iteration, job.names, job.base)
 
-    def bank_result(self, job: BankJob | None) -> dict[str, Any]:
+    def bank_result(self, job: BankJob | None) -> BankUpdate:
         """The update's result; an update that died (the bank actor, or a worker it called) is rerun from its
         shards on the same base versions, at most `cluster.max_restarts` times."""
         if job is None:
-            return {"versions": {}, "samples": [], "reports": []}
+            return BankUpdate()
         while True:
             try:
                 if job.ref is None:
@@ -308,16 +307,13 @@ class System:
         job.ref = None
         self._fault("bank_reruns", f"bank update over it{job.iteration}: {type(exc).__name__}; rerun {job.attempts}")
 
-    def restore_artifacts(self, ledger_steps: Any, banks: dict[int, dict[str, int]]) -> None:
-        """Adopt every adapter version the ledger names and every bank version of the bank map from the run
-        folder into the (fresh) store (`coplay train --resume`)."""
-        adapters = sorted({(a, v) for versions in ledger_steps.steps.values() for a, v in versions.items()})
+    def restore_artifacts(self, ledger: VersionLedger, banks: BankSchedule) -> None:
+        """Adopt every adapter version the ledger names and every bank version the bank schedule names from
+        the run folder into the (fresh) store (`coplay train --resume`), each checked against its manifest."""
+        adapters = sorted({(a, v) for versions in ledger.steps.values() for a, v in versions.items()})
         ray.get([self.store.restore_adapter.remote(a, v) for a, v in adapters])
-        first_built: dict[tuple[str, int], int] = {}
-        for j in sorted(banks):
-            for key, version in banks[j].items():
-                first_built.setdefault((key, version), j)
-        ray.get([self.store.restore_bank.remote(key, v, j) for (key, v), j in sorted(first_built.items())])
+        bank_versions = sorted({(key, v) for versions in banks.built.values() for key, v in versions.items()})
+        ray.get([self.store.restore_bank.remote(key, v) for key, v in bank_versions])
 
     def seed_banks(self, trajectories: list[Trajectory]) -> dict[str, int]:
         return ray.get(self.bank.seed_banks.remote(trajectories, 0))
@@ -329,53 +325,21 @@ class System:
         return [ChatExample(adapter, messages, answer) for adapter, messages, answer in examples]
 
     # ------------------------------------------------------------------ learning
-    def train(self, samples: list[Sample], advantages: dict[str, float]) -> dict[str, Any]:
+    def train(self, samples: list[Sample], advantages: dict[str, float]) -> TrainStep:
+        """One learner step, then the adapters it changed are published as their new versions."""
         started = time.perf_counter()
-        metrics = self.learner.train_step(samples, advantages)
-        changed = sorted(metrics["adapters"])
-        metrics["published"] = self.publish(changed, metrics["learner_step"]) if changed else {}
-        metrics["train_seconds"] = time.perf_counter() - started
-        return metrics
+        step = self.learner.train_step(samples, advantages)
+        step.published = self.publish_adapters(sorted(step.adapters), step.learner_step) if step.adapters else {}
+        step.seconds = time.perf_counter() - started
+        return step
 
 
-def evaluate(system: System, iteration: int, versions: dict[str, int], bank_versions: dict[str, int]) -> dict[str, Any]:
-    """The evaluation protocol (coplay.eval) on the workers at the given versions; writes eval/it<k>.*"""
-    from coplay.eval import EvalProtocol, eval_plans, evaluated, player_seat, summarize_eval, write_eval
-
-    cfg = system.cfg
-    protocol = EvalProtocol(cfg.loop.eval_episodes_single, cfg.loop.eval_episodes_per_seat, cfg.loop.eval_opponents,
-                            cfg.rollout.max_steps)
-    plans = eval_plans(cfg, player_seat(cfg, "model", versions), protocol, f"it{iteration}")
-    system.sync(versions, [], bank_versions)  # the newest versions may not have been served yet
-    results = system.gather(system.launch(iteration, plans))
-    trajectories = [t for r in results for t in decode_shard(r["shard"], f"eval it{iteration}").trajectories]
-    summary = summarize_eval(evaluated(trajectories, plans))
-    write_eval(system.run.eval, f"it{iteration:05d}", summary,
-               {"player": "model", "iteration": iteration, "versions": versions, "bank_versions": bank_versions,
-                "temperature": cfg.sampling.eval_temperature, "seeds": [cfg.seeds.eval.start, cfg.seeds.eval.stop]})
-    return summary
-
-
-def checkpoint(system: System, iteration: int, ledger_steps: dict[int, dict[str, int]],
-               banks: dict[int, dict[str, int]], pending: tuple[Any, ...]) -> str:
-    """Learner state plus the driver's schedule state and the record of iteration `iteration`'s data (what
-    `coplay train --resume` needs, `coplay.resume`), atomically under checkpoints/step-<iteration>/."""
-    from coplay.resume import pending_record
-
-    extra = {"iteration": iteration, "staleness": system.cfg.loop.staleness,
-             "ledger": {str(k): v for k, v in ledger_steps.items()},
-             "banks": {str(k): v for k, v in banks.items()},
-             "pending": pending_record(system.run, iteration, pending)}
-    return system.learner.save_checkpoint(str(system.run.checkpoint_dir(iteration)), banks.get(max(banks)),
-                                          {"iteration": iteration}, extra)
-
-
-def check_exactly_once(planned: list[str], results: list[dict[str, Any]], iteration: int) -> None:
+def check_exactly_once(planned: list[str], results: list[RolloutResult], iteration: int) -> None:
     """Every planned episode came back, and no (episode, seat) twice."""
     seen: set[tuple[str, str]] = set()
     episodes: set[str] = set()
     for result in results:
-        for traj in decode_shard(result["shard"], f"it{iteration} result").trajectories:
+        for traj in decode_shard(result.shard, f"it{iteration} result").trajectories:
             key = (traj.episode_id, traj.seat)
             if key in seen:
                 raise EpisodeAccountingError(f"iteration {iteration}: episode {key[0]} seat {key[1]} came back twice")

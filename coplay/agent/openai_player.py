@@ -8,7 +8,7 @@ answer that does not parse is handled like a model's (the game's fallback) and c
 (`openai_parse_errors`); both also appear as the step's `parse_error`. Endpoint seats are opponents: they
 produce no Samples and nothing of theirs is trained on.
 
-Credentials: the API key comes from the environment variable the config names (`openai_api_key_env`), or
+Credentials: the API key comes from the environment variable the config names (`endpoint.api_key_env`), or
 none is configured and the placeholder `EMPTY` is sent (the convention of vLLM and other OpenAI-compatible
 servers). A key in `OPENAI_API_KEY` is never picked up implicitly, so it cannot leak to another base URL.
 
@@ -24,6 +24,7 @@ from typing import Any
 from coplay.agent.decision import derive_seed
 from coplay.agent.parsing import parse_act
 from coplay.agent.prompts import MULTI_LINE_GAMES, ChatMessages, HistoryEntry, act_messages
+from coplay.config import EndpointConfig
 from coplay.engines.base import SamplingParams
 from coplay.types import Sample, Step
 
@@ -47,14 +48,13 @@ class OpenAIEndpoint:
     max_retries: int = 2
 
     @classmethod
-    def from_config(cls, section: Any) -> OpenAIEndpoint:
-        """From a config section with `openai_*` keys (`rollout.opponents` or `sft`)."""
-        if not section.openai_base_url or not section.openai_model:
-            raise ValueError("an OpenAI-compatible endpoint needs openai_base_url and openai_model; got "
-                             f"{section.openai_base_url!r} and {section.openai_model!r}")
-        return cls(base_url=section.openai_base_url, model=section.openai_model,
-                   api_key_env=section.openai_api_key_env, timeout_s=section.openai_timeout_s,
-                   max_retries=section.openai_max_retries)
+    def from_config(cls, endpoint: EndpointConfig) -> OpenAIEndpoint:
+        """From an `EndpointConfig` (`rollout.opponents.endpoint` or `sft.endpoint`)."""
+        if not endpoint.base_url or not endpoint.model:
+            raise ValueError("an OpenAI-compatible endpoint needs endpoint.base_url and endpoint.model; got "
+                             f"{endpoint.base_url!r} and {endpoint.model!r}")
+        return cls(base_url=endpoint.base_url, model=endpoint.model, api_key_env=endpoint.api_key_env,
+                   timeout_s=endpoint.timeout_s, max_retries=endpoint.max_retries)
 
     def api_key(self) -> str:
         """The key from the named environment variable, or the no-key placeholder when none is named."""
@@ -62,8 +62,8 @@ class OpenAIEndpoint:
             return NO_API_KEY
         key = os.environ.get(self.api_key_env, "")
         if not key:
-            raise ValueError(f"openai_api_key_env={self.api_key_env!r}: that environment variable is unset or "
-                             f"empty; export it, or remove openai_api_key_env for an endpoint without a key")
+            raise ValueError(f"endpoint.api_key_env={self.api_key_env!r}: that environment variable is unset or "
+                             f"empty; export it, or remove endpoint.api_key_env for an endpoint without a key")
         return key
 
 

@@ -1,19 +1,14 @@
-"""Adapter bundles (the bytes of one LoRA adapter version), their checksum, their verification, and the
-registry of adapter versions an engine serves (in-flight counts, retirement).
+"""What an engine checks before it serves an adapter bundle (`coplay.artifacts.bundle`), and the registry of
+adapter versions an engine serves (in-flight counts, retirement).
 
-Bundle: exactly two files of a PEFT folder, `adapter_config.json` and `adapter_model.safetensors`.
-Checksum (`bundle_sha256`): sha256 over, for each of those two names in that order,
-    name (UTF-8) + b"\\0" + length of the bytes (8-byte big-endian) + the bytes.
-Anyone publishing an adapter (the ArtifactStore) computes it with `bundle_sha256`; engines refuse a bundle
-whose checksum differs, whose safetensors do not parse exactly (truncation, trailing bytes, bad offsets),
-whose config is not a LoRA config, or whose rank exceeds the engine's `max_lora_rank`.
-
-Imports only the standard library: backends load the verified bytes with their own libraries.
+Engines refuse a bundle whose checksum differs from the announced one, whose safetensors do not parse
+exactly (truncation, trailing bytes, bad offsets), whose config is not a LoRA config, or whose rank exceeds
+the engine's `max_lora_rank`. Imports only the standard library: backends load the verified bytes with their
+own libraries.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import struct
 import threading
@@ -21,35 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coplay.artifacts.bundle import ADAPTER_CONFIG, ADAPTER_WEIGHTS, BUNDLE_FILES, bundle_sha256
 from coplay.engines.base import AdapterNotLoaded, AdapterRejected, engine_name
-
-ADAPTER_CONFIG = "adapter_config.json"
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
-BUNDLE_FILES = (ADAPTER_CONFIG, ADAPTER_WEIGHTS)
 
 _DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
                 "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
 _MAX_HEADER = 100 * 1024 * 1024
-
-
-def bundle_sha256(files: dict[str, bytes]) -> str:
-    """The canonical checksum of an adapter bundle (module docstring)."""
-    digest = hashlib.sha256()
-    for name in BUNDLE_FILES:
-        data = files[name]
-        digest.update(name.encode() + b"\0" + struct.pack(">Q", len(data)))
-        digest.update(data)
-    return digest.hexdigest()
-
-
-def adapter_bundle(folder: str | Path) -> tuple[dict[str, bytes], str]:
-    """Read a PEFT adapter folder into (files, sha256) ready for `Engine.load_adapter`."""
-    root = Path(folder)
-    missing = [name for name in BUNDLE_FILES if not (root / name).is_file()]
-    if missing:
-        raise FileNotFoundError(f"adapter folder {root}: missing {missing} (expected {list(BUNDLE_FILES)})")
-    files = {name: (root / name).read_bytes() for name in BUNDLE_FILES}
-    return files, bundle_sha256(files)
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,12 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from coplay.artifacts.bundle import ArtifactError
+
 _ENGINE_NAME = re.compile(r"^(?P<adapter>[A-Za-z][A-Za-z0-9_\-]*)@v(?P<version>0|[1-9][0-9]*)$")
 
 
-class AdapterRejected(ValueError):
+class AdapterRejected(ArtifactError, ValueError):
     """An adapter version that failed verification (checksum, format, shape); earlier versions keep serving."""
 
 

@@ -29,8 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from coplay.atomic import write_json_atomic
-from coplay.learn.publish import sha256_file
+from coplay.files import sha256_file, write_json_atomic
 
 FORMAT = "coplay-learner-checkpoint/1"
 STATE_FILE = "state.json"

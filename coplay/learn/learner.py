@@ -42,7 +42,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -60,6 +60,9 @@ from coplay.learn.distributed import all_reduce_sum, ensure_process_group
 from coplay.learn.grpo import grpo_loss
 from coplay.learn.logprobs import adapter_context, batch_logprobs, select_adapter
 from coplay.types import AdapterVersion, Sample
+
+if TYPE_CHECKING:
+    from coplay.artifacts.bundle import AdapterBundle
 
 METRIC_KEYS = ("loss", "pg_loss", "kl", "clip_fraction", "ratio_mean")
 
@@ -93,7 +96,7 @@ class Learner:
         adapter_names: tuple[str, ...] = ADAPTER_NAMES,
         deepspeed_overrides: dict[str, Any] | None = None,
     ):
-        from coplay.models.loading import load_base_model
+        from coplay.models.loading import load_base_model, resolve_model_path
         from coplay.models.lora import attach_adapters
 
         self.cfg = cfg
@@ -102,6 +105,7 @@ class Learner:
         self.bf16 = cfg.bf16 if cfg.bf16 is not None else self.device.startswith("cuda")
         model_cfg = model_cfg.model_copy(update={"dtype": "bfloat16" if self.bf16 else "float32"})
         base, self.tokenizer = load_base_model(model_cfg, self.device)
+        self.base_model = resolve_model_path(model_cfg)  # what every exported adapter config names
         torch.manual_seed(seed)  # identical fresh adapters on every rank
         self.policy = attach_adapters(base, adapter_specs, adapter_names)
         self.policy.eval()
@@ -169,11 +173,26 @@ class Learner:
         self.learner_step += 1
         return metrics
 
-    def publish(self, adapters_root: str | Path) -> list[AdapterVersion]:
-        """Export the adapters the last step changed as new versions (every rank calls; rank 0 gets them)."""
-        from coplay.learn.publish import publish_adapters
+    def export(self, adapters: list[str]) -> dict[str, AdapterBundle]:
+        """The bundles of the given adapters at their current weights (`coplay.artifacts.bundle`). Every rank
+        calls (under ZeRO-3 the weights are gathered collectively); rank 0 gets them, the others {}."""
+        from coplay.artifacts.bundle import export_bundle
 
-        return publish_adapters(self, self.changed, adapters_root)
+        out = {}
+        for adapter in adapters:
+            with self.trainers[adapter].gathered():
+                if self.rank == 0:
+                    out[adapter] = export_bundle(self.policy, adapter, self.base_model)
+        return out
+
+    def publish(self, adapters_root: str | Path) -> list[AdapterVersion]:
+        """Publish the adapters the last step changed as new version folders `<root>/<adapter>/v<n>/` with
+        their manifest, the same bytes a run's ArtifactStore writes (every rank calls; rank 0 writes)."""
+        from coplay.artifacts.manifest import write_adapter_version
+
+        return [write_adapter_version(Path(adapters_root) / adapter / f"v{self.versions[adapter]}", bundle,
+                                      adapter, self.versions[adapter], self.learner_step)
+                for adapter, bundle in self.export(self.changed).items()]
 
     def save_checkpoint(self, ckpt_dir: str | Path, bank_version: Any = None, data_cursor: Any = None) -> Path:
         """Atomic, exact checkpoint (see `checkpoint.py`); every rank calls."""

@@ -14,11 +14,11 @@ from coplay.config import ModelConfig
 
 def resolve_model_path(cfg: ModelConfig) -> str:
     """`tiny` -> the built tiny model folder (built on first use); anything else is returned as given."""
-    if cfg.name_or_path == "tiny":
+    if cfg.name == "tiny":
         from coplay.models.tiny import build_tiny_model
 
         return str(build_tiny_model(cfg.tiny))
-    return cfg.name_or_path
+    return cfg.name
 
 
 def torch_dtype(name: str, device: str = "cpu") -> Any:
@@ -51,7 +51,7 @@ def load_base_model(cfg: ModelConfig, device: str = "cpu") -> tuple[Any, Any]:
 
     path = resolve_model_path(cfg)
     if not Path(path).exists() and "/" not in path:
-        raise FileNotFoundError(f"model.name_or_path={path!r} is neither a local folder nor a hub id (org/name)")
+        raise FileNotFoundError(f"model.name={path!r} is neither a local folder nor a hub id (org/name)")
     model = AutoModelForCausalLM.from_pretrained(
         path, dtype=torch_dtype(cfg.dtype, device), trust_remote_code=cfg.trust_remote_code
     )

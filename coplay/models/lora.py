@@ -71,3 +71,29 @@ def load_adapter(model: Any, name: str, folder: str | Path) -> None:
     result = set_peft_model_state_dict(model, state, adapter_name=name)
     if result.unexpected_keys:
         raise ValueError(f"adapter {folder}: unexpected tensors {result.unexpected_keys[:5]} for {name!r}")
+
+
+def randomize_adapter(model: Any, name: str, seed: int, scale: float = 0.1) -> None:
+    """Give adapter `name` random non-zero weights: A uniform in [-0.2, 0.2], B normal with std `scale`. A
+    fresh adapter has B = 0 and changes nothing; tests and benchmarks need one that changes what the model
+    says (engine parity, hot swap, throughput with adapters)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param_name, param in model.named_parameters():
+            if f"lora_A.{name}." in param_name:
+                param.data.uniform_(-0.2, 0.2, generator=generator)
+            elif f"lora_B.{name}." in param_name:
+                param.data.normal_(0.0, scale, generator=generator)
+
+
+def random_adapter_folder(model_cfg: Any, out_dir: str | Path, seed: int, spec: LoraSpec | None = None,
+                          name: str = "act", scale: float = 0.1) -> Path:
+    """A PEFT folder holding one adapter of the base model `model_cfg` with random non-zero weights."""
+    from coplay.models.loading import load_base_model
+
+    base, _ = load_base_model(model_cfg)
+    model = attach_adapters(base, {name: spec or LoraSpec(r=8, alpha=16, dropout=0.0)}, names=(name,))
+    randomize_adapter(model, name, seed, scale)
+    return save_adapter(model, name, out_dir)

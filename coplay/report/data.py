@@ -1,6 +1,6 @@
 """What the run report reads from a run folder (DESIGN.md §7), turned into chart series and table rows.
 
-`metrics.jsonl` lines have the shape of `coplay.summaries.iteration_record` (line 0 is the cold-start record,
+`metrics.jsonl` lines have the shape of `coplay.driver.metrics.iteration_record` (line 0 is the cold-start record,
 a final `final_train` record may follow the last iteration); `eval/*.json` files are `coplay.eval.write_eval`'s
 {"meta", "results"}; banks are `banks/<key>/v<n>.json` (`coplay.skills.schema`). Missing keys are tolerated
 (a run that stopped early still gets a report); unreadable files are reported, never skipped silently.

@@ -14,7 +14,7 @@ import html
 import time
 from pathlib import Path
 
-from coplay.atomic import write_bytes_atomic
+from coplay.files import write_bytes_atomic
 from coplay.report import sections
 from coplay.report.data import RunData, load_run
 from coplay.runs import RunDir

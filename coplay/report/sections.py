@@ -99,18 +99,18 @@ def learner(data: RunData) -> str:
 
 
 def bank_report_body(full_page: str) -> str:
-    """The inside of the bank report page's `<body>` (coplay.skills.report), without its page title, to embed
+    """The inside of the bank report page's `<body>` (coplay.report.bank), without its page title, to embed
     as a section."""
     match = _BODY.search(full_page)
     if match is None:
-        raise ValueError("bank report: no <body> element in the page coplay.skills.report produced")
+        raise ValueError("bank report: no <body> element in the page coplay.report.bank produced")
     return _H1.sub("", match.group(1), count=1)
 
 
 def banks(data: RunData) -> str:
     if not data.banks:
         return _none("No skill banks in this run folder (banks/ is empty).")
-    from coplay.skills.report import bank_report_html
+    from coplay.report.bank import bank_report_html
 
     versions, ops = bank_operation_counts(data.banks)
     parts = [figure("chart-bank-size", charts.line_chart("bank-size", "skills per bank version", "bank version",

@@ -16,9 +16,11 @@ from coplay.types import Step, Trajectory
 ObservationHook = Callable[[str, str, dict[str, Any]], None]  # (seat, observation, info)
 
 
-def _seat_role(info: dict[str, Any], seat: str) -> str:
+def seat_role(info: dict[str, Any], seat: str) -> str:
+    """A seat's role id from its view (`role_id`: never the display label, which a game may rename), else
+    the seat name (Diplomacy's powers, single-player games)."""
     view = info.get("view") or {}
-    role = view.get("role") if isinstance(view, dict) else None
+    role = (view.get("role_id") or view.get("role")) if isinstance(view, dict) else None
     return str(role) if role else seat
 
 
@@ -85,7 +87,7 @@ def play_aec(game: str, policy: str, seed: int, max_steps: int | None, hook: Obs
     for agent in env.agent_iter():
         obs, reward, terminated, truncated, info = env.last()
         if agent not in trajs:
-            trajs[agent] = _new_trajectory(game, policy, seed, agent, _seat_role(info, agent))
+            trajs[agent] = _new_trajectory(game, policy, seed, agent, seat_role(info, agent))
         credit_outcome(last_step[agent], reward, info)
         last_step[agent] = None if (terminated or truncated) else last_step[agent]
         traj = trajs[agent]
@@ -116,7 +118,7 @@ def play_parallel(game: str, policy: str, seed: int, max_steps: int | None, hook
     env = make_env(game, **env_kwargs)
     observations, infos = env.reset(seed=seed)
     bots = {a: make_bot(game, policy, seed=seed * 100 + i, agent=a) for i, a in enumerate(env.possible_agents)}
-    trajs = {a: _new_trajectory(game, policy, seed, a, _seat_role(infos.get(a, {}), a)) for a in env.possible_agents}
+    trajs = {a: _new_trajectory(game, policy, seed, a, seat_role(infos.get(a, {}), a)) for a in env.possible_agents}
     rounds = 0
     while env.agents and (max_steps is None or rounds < max_steps):
         steps: dict[str, Step] = {}

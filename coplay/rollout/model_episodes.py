@@ -19,7 +19,7 @@ from typing import Any
 from coplay.agent.decision import DecisionAgent, ModelSeat, SkillSource
 from coplay.agent.openai_player import ChatClient, OpenAIEndpoint, OpenAISeat, client_for, close_clients
 from coplay.engines.base import Engine
-from coplay.rollout.bot_episodes import credit_outcome
+from coplay.rollout.bot_episodes import credit_outcome, seat_role
 from coplay.types import Step, Trajectory
 
 
@@ -128,11 +128,6 @@ class _Seat:
         self.open = None
 
 
-def _role(info: dict[str, Any], seat: str) -> str:
-    view = info.get("view")
-    return str(view.get("role")) if isinstance(view, dict) and view.get("role") else seat
-
-
 def _timed(ctx: RunnerContext, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Call an env method and add its wall time to `ctx.counters["env_ns"]` (the e2e time split's env part)."""
     start = time.perf_counter_ns()
@@ -170,7 +165,7 @@ async def _play_aec(ctx: RunnerContext, plan: EpisodePlan) -> list[Trajectory]:
     for agent in env.agent_iter():
         obs, reward, terminated, truncated, info = env.last()
         if agent not in seats:
-            seats[agent] = _Seat(ctx, plan, agent, _role(info, agent))
+            seats[agent] = _Seat(ctx, plan, agent, seat_role(info, agent))
         seat = seats[agent]
         seat.close(reward, info)
         if terminated or truncated:
@@ -196,7 +191,7 @@ async def _play_parallel(ctx: RunnerContext, plan: EpisodePlan) -> list[Trajecto
 
     env = make_env(plan.game, **plan.env_kwargs)
     observations, infos = _timed(ctx, env.reset, seed=plan.seed)
-    seats = {a: _Seat(ctx, plan, a, _role(infos.get(a, {}), a)) for a in env.possible_agents}
+    seats = {a: _Seat(ctx, plan, a, seat_role(infos.get(a, {}), a)) for a in env.possible_agents}
     rounds = 0
     while env.agents and (plan.max_steps is None or rounds < plan.max_steps):
         live = list(env.agents)

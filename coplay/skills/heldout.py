@@ -44,12 +44,12 @@ class HeldOutEval:
 def segment_all(trajectories: Sequence[Trajectory], boundaries: Mapping[str, list[int]], bank: Bank,
                 cfg: SkillBankConfig) -> list[Segment]:
     """Segments of every trajectory under `bank` (deterministic: no model)."""
-    prior = cfg.duration_prior.get(bank.game, 5.0)
+    prior = cfg.segmentation.duration_prior.get(bank.game, 5.0)
     profiles = skill_profiles(bank, prior)
     out: list[Segment] = []
     for traj in trajectories:
-        out.extend(segment_trajectory(traj, boundaries.get(traj.episode_id, []), bank, prior, cfg.new_skill_penalty,
-                                      cfg.literal_window, cfg.max_segment_len, profiles))
+        out.extend(segment_trajectory(traj, boundaries.get(traj.episode_id, []), bank, prior, cfg.segmentation.new_skill_penalty,
+                                      cfg.contracts.literal_window, cfg.segmentation.max_len, profiles))
     return out
 
 
@@ -61,7 +61,7 @@ def evaluate_bank(bank: Bank, trajectories: Sequence[Trajectory], boundaries: Ma
     labelled = [s for s in segments if s.label != NEW and s.label in bank.skills]
     total = sum(s.length for s in segments)
     covered = sum(s.length for s in labelled)
-    passes = [instance_passes(bank.skills[s.label].contract.literals, s.effects, cfg.pass_threshold) for s in labelled]
+    passes = [instance_passes(bank.skills[s.label].contract.literals, s.effects, cfg.contracts.pass_threshold) for s in labelled]
     per_skill: dict[str, dict[str, float]] = {}
     for seg, ok in zip(labelled, passes, strict=True):
         entry = per_skill.setdefault(seg.label, {"n": 0, "passes": 0})
@@ -74,7 +74,7 @@ def evaluate_bank(bank: Bank, trajectories: Sequence[Trajectory], boundaries: Ma
     return HeldOutEval(segments=segments, pass_rate=rate,
                        shuffled_pass_rate=(0.0 if shuffle_seed is None else
                                            shuffled_pass_rate(bank, labelled, trajectories, cfg, shuffle_seed)),
-                       coverage=cov, quality=bank_quality(rate, cov, len(bank.skills), cfg.size_penalty),
+                       coverage=cov, quality=bank_quality(rate, cov, len(bank.skills), cfg.maintenance.size_penalty),
                        per_skill=per_skill)
 
 
@@ -95,8 +95,8 @@ def shuffled_pass_rate(bank: Bank, labelled: Sequence[Segment], trajectories: Se
         for _ in range(SHUFFLE_DRAWS):
             traj = rng.choices(fits, weights=weights)[0]
             start = rng.randrange(len(traj.steps) - seg.length + 1)
-            effects = segment_literals(traj.steps[start:start + seg.length], cfg.literal_window)
-            hits += instance_passes(bank.skills[seg.label].contract.literals, effects, cfg.pass_threshold)
+            effects = segment_literals(traj.steps[start:start + seg.length], cfg.contracts.literal_window)
+            hits += instance_passes(bank.skills[seg.label].contract.literals, effects, cfg.contracts.pass_threshold)
             draws += 1
     return hits / draws if draws else 0.0
 
@@ -107,6 +107,6 @@ def evaluate_on_trajectories(bank: Bank, trajectories: Sequence[Trajectory], cfg
     from coplay.skills.boundaries import propose_boundaries
 
     known = set(bank.skills)
-    boundaries = {t.episode_id: propose_boundaries(t.steps, cfg.boundary_radius, cfg.boundary_threshold,
+    boundaries = {t.episode_id: propose_boundaries(t.steps, cfg.boundaries.radius, cfg.boundaries.threshold,
                                                    known).positions for t in trajectories}
     return evaluate_bank(bank, [t for t in trajectories if t.steps], boundaries, cfg, shuffle_seed)

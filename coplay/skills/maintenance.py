@@ -82,7 +82,7 @@ def build_skill(bank: Bank, instances: Sequence[Instance], contract: Contract, c
     tag = dominant_tag(tags)
     protocol = deterministic_protocol(tag, contract, instances)
     lits = contract.literals
-    passes = sum(1 for i in instances if instance_passes(lits, i.effects, cfg.pass_threshold))
+    passes = sum(1 for i in instances if instance_passes(lits, i.effects, cfg.contracts.pass_threshold))
     n = len(instances)
     stats = SkillStats(uses=n, successes=passes, mean_reward=sum(i.reward for i in instances) / n if n else 0.0,
                        mean_duration=sum(i.duration for i in instances) / n if n else 0.0,
@@ -92,7 +92,7 @@ def build_skill(bank: Bank, instances: Sequence[Instance], contract: Contract, c
                  plan=list(protocol["plan"]), preconditions=str(protocol["preconditions"]),  # type: ignore[arg-type]
                  success=str(protocol["success"]), abort=str(protocol["abort"]), contract=contract, stats=stats,
                  version=bank.version + 1, lineage=[lineage], tags=dict(tags),
-                 evidence=list(instances)[-cfg.evidence_limit:])
+                 evidence=list(instances)[-cfg.contracts.evidence_limit:])
 
 
 def _cluster_by_effects(instances: Sequence[Instance], trivial: frozenset[str]) -> list[list[int]]:
@@ -121,7 +121,7 @@ def _two_clusters(instances: Sequence[Instance], cfg: SkillBankConfig,
                   trivial: frozenset[str]) -> tuple[list[int], list[int]] | None:
     """Split instances in two by effects (seeds: the least similar pair; then alternate assign / relearn)."""
     n = len(instances)
-    if n < 2 * cfg.min_instances:
+    if n < 2 * cfg.maintenance.min_instances:
         return None
     effects = [set(i.effects) - trivial for i in instances]
     seed_a, seed_b = min(((a, b) for a in range(n) for b in range(a + 1, n)),
@@ -136,8 +136,8 @@ def _two_clusters(instances: Sequence[Instance], cfg: SkillBankConfig,
             groups = new_groups
             break
         groups = new_groups
-        sig_a = set(learn_contract([effects[i] for i in groups[0]], cfg.eff_freq).literals)
-        sig_b = set(learn_contract([effects[i] for i in groups[1]], cfg.eff_freq).literals)
+        sig_a = set(learn_contract([effects[i] for i in groups[0]], cfg.contracts.eff_freq).literals)
+        sig_b = set(learn_contract([effects[i] for i in groups[1]], cfg.contracts.eff_freq).literals)
     return groups if groups[0] and groups[1] else None
 
 
@@ -146,14 +146,14 @@ def propose_retirements(bank: Bank, cfg: SkillBankConfig, iteration: int, busy: 
     for skill_id in sorted(set(bank.skills) - busy):
         skill = bank.skills[skill_id]
         idle = iteration - skill.stats.last_used
-        recent = pass_rate(skill.contract.literals, [i.effects for i in skill.evidence], cfg.pass_threshold)
-        if idle >= cfg.retire_after:
+        recent = pass_rate(skill.contract.literals, [i.effects for i in skill.evidence], cfg.contracts.pass_threshold)
+        if idle >= cfg.maintenance.retire_after:
             out.append(Proposal("retire", [skill_id], [], {"reason": "unused", "last_used": skill.stats.last_used,
                                                            "idle_iterations": idle}))
-        elif skill.stats.uses >= cfg.min_instances and len(skill.evidence) >= cfg.min_instances \
-                and recent < cfg.score_floor:
+        elif skill.stats.uses >= cfg.maintenance.min_instances and len(skill.evidence) >= cfg.maintenance.min_instances \
+                and recent < cfg.maintenance.score_floor:
             out.append(Proposal("retire", [skill_id], [], {"reason": "score below floor", "pass_rate": recent,
-                                                           "floor": cfg.score_floor, "uses": skill.stats.uses}))
+                                                           "floor": cfg.maintenance.score_floor, "uses": skill.stats.uses}))
     return out
 
 
@@ -169,11 +169,11 @@ def propose_merges(bank: Bank, cfg: SkillBankConfig, iteration: int, busy: set[s
             effect_j = jaccard(a.contract.literals, b.contract.literals)
             tag_cos = _cosine(a.tags, b.tags)
             da, db = max(a.stats.mean_duration, 1e-6), max(b.stats.mean_duration, 1e-6)
-            if effect_j < cfg.merge_jaccard or tag_cos < SIMILAR_TAGS or max(da, db) / min(da, db) > SIMILAR_DURATION:
+            if effect_j < cfg.maintenance.merge_jaccard or tag_cos < SIMILAR_TAGS or max(da, db) / min(da, db) > SIMILAR_DURATION:
                 continue
             instances = sorted(a.evidence + b.evidence, key=lambda x: (x.iteration, x.episode_id, x.start))
-            contract = learn_contract([x.effects for x in instances], cfg.eff_freq, trivial)
-            if len(contract.literals) < cfg.min_literals:
+            contract = learn_contract([x.effects for x in instances], cfg.contracts.eff_freq, trivial)
+            if len(contract.literals) < cfg.contracts.min_literals:
                 continue
             tags = {t: a.tags.get(t, 0) + b.tags.get(t, 0) for t in sorted(set(a.tags) | set(b.tags))}
             merged = build_skill(bank, instances, contract, cfg, iteration,
@@ -201,20 +201,20 @@ def propose_splits_and_refinements(bank: Bank, cfg: SkillBankConfig, iteration: 
             continue
         skill = bank.skills[skill_id]
         effects = [i.effects for i in skill.evidence]
-        if len(effects) < cfg.min_instances:
+        if len(effects) < cfg.maintenance.min_instances:
             continue
-        current = pass_rate(skill.contract.literals, effects, cfg.pass_threshold)
-        if current < cfg.split_pass_rate:
+        current = pass_rate(skill.contract.literals, effects, cfg.contracts.pass_threshold)
+        if current < cfg.maintenance.split_pass_rate:
             groups = _two_clusters(skill.evidence, cfg, trivial)
             if groups is not None:
                 children, rates = [], []
                 for group in groups:
                     members = [skill.evidence[i] for i in group]
-                    contract = learn_contract([m.effects for m in members], cfg.eff_freq, trivial)
-                    rates.append(pass_rate(contract.literals, [m.effects for m in members], cfg.pass_threshold))
+                    contract = learn_contract([m.effects for m in members], cfg.contracts.eff_freq, trivial)
+                    rates.append(pass_rate(contract.literals, [m.effects for m in members], cfg.contracts.pass_threshold))
                     children.append((members, contract))
-                if all(len(m) >= cfg.min_instances and len(c.literals) >= cfg.min_literals for m, c in children) \
-                        and min(rates) >= cfg.split_child_pass_rate:
+                if all(len(m) >= cfg.maintenance.min_instances and len(c.literals) >= cfg.contracts.min_literals for m, c in children) \
+                        and min(rates) >= cfg.maintenance.split_child_pass_rate:
                     new = [build_skill(bank, m, c, cfg, iteration,
                                        {"op": "split", "parents": [skill_id], "iteration": iteration})
                            for m, c in children]
@@ -224,9 +224,9 @@ def propose_splits_and_refinements(bank: Bank, cfg: SkillBankConfig, iteration: 
                                          "children_contracts": [c.literals for _, c in children]}))
                     busy.add(skill_id)
                     continue
-        relearned = learn_contract(effects, cfg.eff_freq, trivial)
-        if relearned.literals != skill.contract.literals and len(relearned.literals) >= cfg.min_literals:
-            after = pass_rate(relearned.literals, effects, cfg.pass_threshold)
+        relearned = learn_contract(effects, cfg.contracts.eff_freq, trivial)
+        if relearned.literals != skill.contract.literals and len(relearned.literals) >= cfg.contracts.min_literals:
+            after = pass_rate(relearned.literals, effects, cfg.contracts.pass_threshold)
             if after + 1e-9 < current:
                 continue
             refined = build_skill(bank, skill.evidence, relearned, cfg, iteration,
@@ -250,7 +250,7 @@ def relearned_support(effects: Sequence[Sequence[str]], literal: str) -> float:
 
 def propose_materializations(bank: Bank, cfg: SkillBankConfig, iteration: int,
                              trivial: frozenset[str]) -> list[Proposal]:
-    capacity = cfg.max_skills - len(bank.skills)
+    capacity = cfg.maintenance.max_skills - len(bank.skills)
     by_tag: dict[str, list[int]] = {}
     for idx, inst in enumerate(bank.pending):
         by_tag.setdefault(inst.tag, []).append(idx)
@@ -260,22 +260,22 @@ def propose_materializations(bank: Bank, cfg: SkillBankConfig, iteration: int,
         for cluster in _cluster_by_effects([bank.pending[i] for i in members], trivial):
             used = [members[i] for i in cluster]
             instances = [bank.pending[i] for i in used]
-            if len(instances) < cfg.min_instances:
+            if len(instances) < cfg.maintenance.min_instances:
                 continue
-            contract = learn_contract([i.effects for i in instances], cfg.eff_freq, trivial)
+            contract = learn_contract([i.effects for i in instances], cfg.contracts.eff_freq, trivial)
             # The consistent core: instances that pass the cluster's contract; the rest stay pending.
-            core = [i for i in instances if instance_passes(contract.literals, i.effects, cfg.pass_threshold)]
-            if cfg.min_instances <= len(core) < len(instances):
+            core = [i for i in instances if instance_passes(contract.literals, i.effects, cfg.contracts.pass_threshold)]
+            if cfg.maintenance.min_instances <= len(core) < len(instances):
                 core_ids = {id(i) for i in core}
                 used = [u for u, i in zip(used, instances, strict=True) if id(i) in core_ids]
                 instances = core
-                contract = learn_contract([i.effects for i in instances], cfg.eff_freq, trivial)
-            if len(instances) < cfg.min_instances:
+                contract = learn_contract([i.effects for i in instances], cfg.contracts.eff_freq, trivial)
+            if len(instances) < cfg.maintenance.min_instances:
                 continue
-            rate = pass_rate(contract.literals, [i.effects for i in instances], cfg.pass_threshold)
-            if len(contract.literals) < cfg.min_literals or rate < cfg.pass_threshold:
+            rate = pass_rate(contract.literals, [i.effects for i in instances], cfg.contracts.pass_threshold)
+            if len(contract.literals) < cfg.contracts.min_literals or rate < cfg.contracts.pass_threshold:
                 continue
-            if any(jaccard(contract.literals, s.contract.literals) >= cfg.merge_jaccard
+            if any(jaccard(contract.literals, s.contract.literals) >= cfg.maintenance.merge_jaccard
                    and dominant_tag(s.tags) == tag for s in bank.skills.values()):
                 continue  # an existing skill already says this; its instances were mislabelled, not new
             candidates.append((len(instances), tag, used, instances, contract, rate))
@@ -294,7 +294,7 @@ def propose_materializations(bank: Bank, cfg: SkillBankConfig, iteration: int,
 def propose_operations(bank: Bank, cfg: SkillBankConfig, iteration: int, trivial: frozenset[str]) -> list[Proposal]:
     """All proposals for this update, in the order they are curated: retire (unused), merge, split/refine,
     retire (below the floor, when no split or refinement can save the skill), materialize."""
-    stale = {sid for sid, s in bank.skills.items() if iteration - s.stats.last_used >= cfg.retire_after}
+    stale = {sid for sid, s in bank.skills.items() if iteration - s.stats.last_used >= cfg.maintenance.retire_after}
     unused = propose_retirements(bank, cfg, iteration, set(bank.skills) - stale)
     busy = set(stale)
     merges = propose_merges(bank, cfg, iteration, busy, trivial)

@@ -54,13 +54,13 @@ def segment_round(caller: ModelCaller, bank: Bank, train: Sequence[Trajectory], 
                   heldout_before: HeldOutEval, cfg: SkillBankConfig, iteration: int, max_tokens: int,
                   counts: Counter[str]) -> list[Sample]:
     """Ask the `segment` adapter about segments whose label margin is small; relabel by its first sample."""
-    if not bank.skills or cfg.max_segment_prompts == 0:
+    if not bank.skills or cfg.segmentation.max_prompts == 0:
         return []
-    prior = cfg.duration_prior.get(bank.game, 5.0)
+    prior = cfg.segmentation.duration_prior.get(bank.game, 5.0)
     profiles = skill_profiles(bank, prior)
     by_id = {t.episode_id: t for t in train}
     close = sorted(((seg.margin, seg.episode_id, seg.start, seg) for segs in segments.values() for seg in segs
-                    if seg.margin < cfg.segment_margin), key=lambda x: x[:3])[:cfg.max_segment_prompts]
+                    if seg.margin < cfg.segmentation.margin), key=lambda x: x[:3])[:cfg.segmentation.max_prompts]
     if not close:
         return []
     prompts, metas = [], []
@@ -91,8 +91,8 @@ def segment_round(caller: ModelCaller, bank: Bank, train: Sequence[Trajectory], 
             ranking = parse_ranking(sample.completion_text, labels)
             if ranking is None:
                 counts["segment_unparseable"] += 1
-            label = relabel(seg, ranking_bonus(ranking, cfg.segment_rank_weight), profiles, prior,
-                            cfg.new_skill_penalty, tags)
+            label = relabel(seg, ranking_bonus(ranking, cfg.segmentation.rank_weight), profiles, prior,
+                            cfg.segmentation.new_skill_penalty, tags)
             if label not in cache:
                 cache[label] = _implied_segment_reward(bank, segments[traj.episode_id], seg, label, train_by_skill,
                                                        heldout_by_skill, cfg)
@@ -125,8 +125,8 @@ def _implied_segment_reward(bank: Bank, trajectory_segments: Sequence[Segment], 
         elif label == skill_id and changed.label != skill_id:
             effects.append(changed.effects)
         effects += [e.effects for e in bank.skills[skill_id].evidence]
-        contract = learn_contract(effects, cfg.eff_freq)
-        rates.append(pass_rate(contract.literals, held, cfg.pass_threshold))
+        contract = learn_contract(effects, cfg.contracts.eff_freq)
+        rates.append(pass_rate(contract.literals, held, cfg.contracts.pass_threshold))
     inside = sum(s.positive_reward for s, lab in zip(trajectory_segments, labels, strict=True) if lab != NEW)
     total = sum(s.positive_reward for s in trajectory_segments)
     return segment_reward(sum(rates) / len(rates) if rates else 0.0, inside, total)
@@ -204,7 +204,7 @@ def contract_round(caller: ModelCaller, bank: Bank, skill_ids: Sequence[str], he
                 protocol, valid, error = None, False, str(exc)
                 proposed = read_effects(sample.completion_text, bank.features) or []
                 counts["contract_invalid_samples"] += 1
-            sample.reward = contract_reward(proposed, ref_effects, cfg.eff_freq, valid)
+            sample.reward = contract_reward(proposed, ref_effects, cfg.contracts.eff_freq, valid)
             sample.meta.update({"bank_key": bank.bank_key, "iteration": iteration, "skill_id": skill.id,
                                 "valid": valid, "error": error, "reference": reference})
             if j == 0:

@@ -2,7 +2,7 @@
 
 A bank is a versioned set of skills per bank key (`2048`, `avalon/good`, `diplomacy/FRANCE`). Each version
 is one JSON file `banks/<key>/v<n>.json`, written atomically, never overwritten: old versions stay readable.
-Standard library + `coplay.atomic` / `coplay.runs` only; never imports ray, torch or the engines.
+Standard library + `coplay.files` / `coplay.runs` only; never imports ray, torch or the engines.
 """
 
 from __future__ import annotations
@@ -16,14 +16,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coplay.atomic import write_bytes_atomic
 from coplay.runs import RunDir
 from coplay.skills.expressions import Expression, parse_expression
 
 BANK_SCHEMA_VERSION = 1
 _VERSION_FILE = re.compile(r"^v(\d+)\.json$")
-# Avalon roles by side (coplay_envs.avalon.rules.EVIL_ROLES); seats differ in what they know and want.
-_AVALON_EVIL = frozenset({"minion", "assassin", "evil"})
 
 
 class BankError(ValueError):
@@ -188,6 +185,22 @@ class Bank:
             "literal_counts": self.literal_counts, "segments_seen": self.segments_seen,
         }
 
+    def to_bytes(self) -> bytes:
+        """The bytes of a bank version everywhere (run folder, store, workers): compact, sorted JSON."""
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                          allow_nan=False).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str = "<bytes>") -> Bank:
+        """Inverse of `to_bytes`; `BankError` names `source` when the bytes are not a bank."""
+        try:
+            parsed = json.loads(data)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise BankError(f"bank {source}: not JSON ({exc})") from None
+        if not isinstance(parsed, dict):
+            raise BankError(f"bank {source}: expected a JSON object, got {type(parsed).__name__}")
+        return cls.from_json(parsed, source)
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any], source: str = "<data>") -> Bank:
         if data.get("schema_version") != BANK_SCHEMA_VERSION:
@@ -212,22 +225,24 @@ def _id_order(skill_id: str) -> tuple[int, str]:
 
 
 def bank_key_for(game: str, seat: str = "", role: str = "") -> str:
-    """The bank key of a trajectory: per game, per side in Avalon, per power in Diplomacy (DESIGN.md §2)."""
-    if game == "avalon":
-        return f"avalon/{'evil' if role.lower() in _AVALON_EVIL else 'good'}"
-    if game == "diplomacy":
-        return f"diplomacy/{(role or seat).upper()}"
-    return game
+    """The bank key of a trajectory: per game, and per side where seats differ (Avalon `good` / `evil` by role
+    id, Diplomacy per power; DESIGN.md §2). The side comes from the game (`coplay_envs.side`)."""
+    import coplay_envs
+
+    side = coplay_envs.side(game, seat or role, role or seat)
+    return game if side is None else f"{game}/{side}"
 
 
 def save_bank(run: RunDir, bank: Bank) -> Path:
-    """Write `bank` as `banks/<key>/v<version>.json` atomically (compact JSON). An existing version is never overwritten
-    (a `BankError` says so): the previous versions are never lost."""
+    """Write `bank` as `banks/<key>/v<version>.json` with its manifest (`coplay.artifacts.manifest`), atomically.
+    An existing version is never overwritten (a `BankError` says so): the previous versions are never lost."""
+    from coplay.artifacts.manifest import write_bank_version
+
     path = run.bank_path(bank.bank_key, bank.version)
     if path.exists():
         raise BankError(f"{path} already exists: bank {bank.bank_key} v{bank.version} was already published")
-    return write_bytes_atomic(path, json.dumps(bank.to_json(), sort_keys=True, separators=(",", ":"),
-                                               ensure_ascii=False, allow_nan=False).encode())
+    write_bank_version(path, bank.to_bytes(), bank.bank_key, bank.version, bank.iteration)
+    return path
 
 
 def load_bank(run: RunDir, bank_key: str, version: int | None = None) -> Bank:
@@ -240,11 +255,7 @@ def load_bank(run: RunDir, bank_key: str, version: int | None = None) -> Bank:
     if version not in versions:
         raise BankError(f"bank {bank_key}: no version {version}; versions on disk: {versions}")
     path = run.bank_path(bank_key, version)
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise BankError(f"{path}: not JSON ({exc})") from None
-    return Bank.from_json(data, str(path))
+    return Bank.from_bytes(path.read_bytes(), str(path))
 
 
 def bank_versions(run: RunDir, bank_key: str) -> list[int]:

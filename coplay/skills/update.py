@@ -79,19 +79,19 @@ def record_usage(bank: Bank, segments: Sequence[Segment], cfg: SkillBankConfig, 
         else:
             by_skill.setdefault(seg.label, []).append(inst)
             counts["skill_segments"] += 1
-    bank.pending = bank.pending[-cfg.pending_limit:]
+    bank.pending = bank.pending[-cfg.maintenance.pending_limit:]
     for skill_id in sorted(by_skill):
         skill, instances = bank.get(skill_id), by_skill[skill_id]
         stats, k = skill.stats, len(instances)
         n = stats.uses + k
         stats.mean_reward = (stats.mean_reward * stats.uses + sum(i.reward for i in instances)) / n
         stats.mean_duration = (stats.mean_duration * stats.uses + sum(i.duration for i in instances)) / n
-        stats.successes += sum(instance_passes(skill.contract.literals, i.effects, cfg.pass_threshold)
+        stats.successes += sum(instance_passes(skill.contract.literals, i.effects, cfg.contracts.pass_threshold)
                                for i in instances)
         stats.uses, stats.last_used = n, iteration
         for tag, c in tag_counts(instances).items():
             skill.tags[tag] = skill.tags.get(tag, 0) + c
-        skill.evidence = (skill.evidence + instances)[-cfg.evidence_limit:]
+        skill.evidence = (skill.evidence + instances)[-cfg.contracts.evidence_limit:]
 
 
 def refreshed_skills(bank: Bank, segments: Sequence[Segment], skip: Sequence[str], limit: int) -> list[str]:
@@ -123,20 +123,20 @@ def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCal
     known = set(bank.skills)
     boundaries: dict[str, list[int]] = {}
     for traj in usable:
-        found = propose_boundaries(traj.steps, cfg.boundary_radius, cfg.boundary_threshold, known)
+        found = propose_boundaries(traj.steps, cfg.boundaries.radius, cfg.boundaries.threshold, known)
         boundaries[traj.episode_id] = found.positions
         counts["boundary_candidates"] += found.scored
         counts["boundaries_after_merge"] += found.merged
         counts["boundaries_kept"] += len(found.positions)
         counts["unknown_skill_ids"] += found.unknown_skill_ids
 
-    prior = cfg.duration_prior.get(work.game, 5.0)
+    prior = cfg.segmentation.duration_prior.get(work.game, 5.0)
     profiles = skill_profiles(work, prior)
-    segments = {t.episode_id: segment_trajectory(t, boundaries[t.episode_id], work, prior, cfg.new_skill_penalty,
-                                                 cfg.literal_window, cfg.max_segment_len, profiles) for t in train}
+    segments = {t.episode_id: segment_trajectory(t, boundaries[t.episode_id], work, prior, cfg.segmentation.new_skill_penalty,
+                                                 cfg.contracts.literal_window, cfg.segmentation.max_len, profiles) for t in train}
     flat = [s for segs in segments.values() for s in segs]
     work.literal_counts, work.segments_seen, trivial = update_base_rates(
-        work.literal_counts, work.segments_seen, [s.effects for s in flat], cfg.trivial_literal_rate)
+        work.literal_counts, work.segments_seen, [s.effects for s in flat], cfg.contracts.trivial_literal_rate)
     heldout_before = evaluate_bank(work, heldout, boundaries, cfg, shuffle_seed=None)
 
     samples: list[Sample] = []
@@ -154,13 +154,13 @@ def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCal
     work, curator_samples, records = curator_round(model, work, proposals, cfg, iteration, tokens["curator"],
                                                    quality, counts)
     samples += curator_samples
-    for evicted in enforce_size(work, cfg.max_skills):
-        records.append({"op": "evict", "targets": [evicted], "new": [], "evidence": {"max_skills": cfg.max_skills},
+    for evicted in enforce_size(work, cfg.maintenance.max_skills):
+        records.append({"op": "evict", "targets": [evicted], "new": [], "evidence": {"max_skills": cfg.maintenance.max_skills},
                         "verdict": "size bound", "applied": True})
         counts["evicted"] += 1
 
     changed = sorted({sid for r in records if r["applied"] for sid in r["new"] if sid in work.skills})
-    changed += refreshed_skills(work, flat, changed, cfg.contract_refresh)
+    changed += refreshed_skills(work, flat, changed, cfg.contracts.refresh)
     if model is not None and changed:
         interim = evaluate_bank(work, heldout, boundaries, cfg, shuffle_seed=None)
         held_effects: dict[str, list[frozenset[str]]] = {}
@@ -192,5 +192,5 @@ def segment_with_bank(bank: Bank, trajectory: Trajectory, cfg: SkillBankConfig) 
     """The deterministic segmentation of one trajectory under a bank (for labelling teacher data)."""
     counts: Counter[str] = Counter()
     check_trajectories(bank, [trajectory], counts)
-    found = propose_boundaries(trajectory.steps, cfg.boundary_radius, cfg.boundary_threshold, set(bank.skills))
+    found = propose_boundaries(trajectory.steps, cfg.boundaries.radius, cfg.boundaries.threshold, set(bank.skills))
     return segment_all([trajectory], {trajectory.episode_id: found.positions}, bank, cfg)

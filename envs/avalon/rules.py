@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 NUM_SEATS: int = 5
+SEATS: tuple[str, ...] = tuple(f"player_{s}" for s in range(NUM_SEATS))  # the PettingZoo agent names
 QUEST_SIZES: tuple[int, ...] = (2, 3, 2, 3, 3)
 ROLE_DECK: tuple[str, ...] = ("merlin", "servant", "servant", "minion", "assassin")
 ROLE_IDS: tuple[str, ...] = ("merlin", "servant", "minion", "assassin")

@@ -26,6 +26,7 @@ from coplay_envs.avalon.rules import (
     NUM_SEATS,
     QUEST_SIZES,
     SAY_TEMPLATE,
+    SEATS,
     AvalonState,
     format_team,
     side_of,
@@ -46,7 +47,7 @@ ROLE_GOALS: dict[str, str] = {
 
 
 def seat_name(seat: int) -> str:
-    return f"player_{seat}"
+    return SEATS[seat]
 
 
 def known_evil_seats(state: AvalonState, seat: int) -> list[int]:

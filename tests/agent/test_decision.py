@@ -9,88 +9,15 @@ prompts, parsing, the skill bank and its abort rule. The last tests go through t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 import pytest
 
 from coplay.agent.bank_view import BankSkills
 from coplay.agent.decision import DecisionAgent, ModelSeat, derive_seed
 from coplay.agent.prompts import HistoryEntry, build_act_prompt, build_retrieve_prompt
-from coplay.engines.base import Completion, Engine, GenerationRequest, SamplingParams
+from coplay.engines.base import Engine, GenerationRequest, SamplingParams
 from coplay.skills.schema import Bank, Contract, Skill, SkillStats
-
-Answer = Callable[[GenerationRequest, str], str]
-
-
-def scripted_logprob(token_id: int, position: int) -> float:
-    """The log-prob the scripted engine reports: distinct per token and position, so tests see them carried."""
-    return -((token_id * 31 + position) % 97 + 1) / 50.0
-
-
-class ScriptedEngine(Engine):
-    """An `Engine` whose completions are given texts (stand-ins for the model's choices), tokenized by the
-    real tokenizer and ended with its EOS token. `answer(request, decoded prompt)` picks the text. Records
-    every request and the largest number of requests in flight at once (the runners' batching)."""
-
-    backend = "scripted"
-
-    def __init__(self, tokenizer, answer: Answer, delay_s: float = 0.0) -> None:
-        self._tokenizer = tokenizer
-        self.answer = answer
-        self.delay_s = delay_s
-        self.requests: list[GenerationRequest] = []
-        self.prompts: list[str] = []
-        self.active = 0
-        self.max_in_flight = 0
-        self._adapters: dict[str, str] = {}
-
-    @property
-    def tokenizer(self):
-        return self._tokenizer
-
-    def _complete(self, request: GenerationRequest) -> Completion:
-        prompt = self._tokenizer.decode(request.prompt_ids)
-        self.requests.append(request)
-        self.prompts.append(prompt)
-        text = self.answer(request, prompt)
-        ids = self._tokenizer(text, add_special_tokens=False)["input_ids"] + [self._tokenizer.eos_token_id]
-        finish = "stop"
-        if len(ids) > request.sampling.max_tokens:
-            ids, finish = ids[: request.sampling.max_tokens], "length"
-        return Completion(token_ids=ids, logprobs=[scripted_logprob(t, i) for i, t in enumerate(ids)],
-                          text=self._tokenizer.decode(ids, skip_special_tokens=True), finish_reason=finish,
-                          adapter=request.adapter, request_id=request.request_id)
-
-    def generate(self, requests: list[GenerationRequest]) -> list[Completion]:
-        return [self._complete(r) for r in requests]
-
-    async def agenerate(self, request: GenerationRequest) -> Completion:
-        self.active += 1
-        self.max_in_flight = max(self.max_in_flight, self.active)
-        try:
-            await asyncio.sleep(self.delay_s)  # let other episodes submit, as a batching engine would
-            return self._complete(request)
-        finally:
-            self.active -= 1
-
-    def score(self, prompt_ids: list[int], completion_ids: list[int], adapter: str | None) -> list[float]:
-        return [scripted_logprob(t, i) for i, t in enumerate(completion_ids)]
-
-    def load_adapter(self, name: str, version: int, files: dict[str, bytes], sha256: str) -> str:
-        self._adapters[f"{name}@v{version}"] = sha256
-        return sha256
-
-    def retire_adapter(self, engine_name: str) -> None:
-        self._adapters.pop(engine_name, None)
-
-    def loaded_adapters(self) -> list[str]:
-        return sorted(self._adapters)
-
-    def in_flight(self, engine_name: str) -> int:
-        return 0
-
-    def close(self) -> None:
-        self._adapters.clear()
+from tests.helpers import Answer, ScriptedEngine, scripted_logprob
 
 
 def is_retrieve(prompt: str) -> bool:
@@ -283,24 +210,15 @@ def test_a_prompt_that_cannot_fit_is_counted_and_makes_no_call(tokenizer):
 @pytest.fixture(scope="module")
 def hf_engine(tiny_model_config, tmp_path_factory):
     """The real `hf` engine with `act@v1` (a LoRA adapter with random non-zero weights) loaded."""
-    import torch
-
-    from coplay.config import EngineConfig, LoraSpec
-    from coplay.engines.adapters import adapter_bundle
+    from coplay.artifacts import AdapterBundle
+    from coplay.config import EngineConfig
     from coplay.engines.factory import make_engine
-    from coplay.models.loading import load_base_model
-    from coplay.models.lora import attach_adapters, save_adapter
+    from coplay.models.lora import random_adapter_folder
 
-    base, _ = load_base_model(tiny_model_config)
-    model = attach_adapters(base, {"act": LoraSpec(r=8, alpha=16, dropout=0.0)}, names=("act",))
-    generator = torch.Generator().manual_seed(5)
-    for name, param in model.named_parameters():
-        if "lora_" in name:
-            param.data.normal_(0.0, 0.1, generator=generator)
-    files, sha = adapter_bundle(save_adapter(model, "act", tmp_path_factory.mktemp("act-v1")))
+    bundle = AdapterBundle.read(random_adapter_folder(tiny_model_config, tmp_path_factory.mktemp("act-v1"), seed=5))
     engine = make_engine(tiny_model_config, EngineConfig(backend="hf", max_lora_rank=8, max_model_len=2048,
                                                          max_num_seqs=8, dtype="float32"))
-    engine.load_adapter("act", 1, files, sha)
+    engine.load_adapter("act", 1, bundle.files, bundle.sha256)
     yield engine
     engine.close()
 

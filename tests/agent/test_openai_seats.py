@@ -15,8 +15,8 @@ from coplay.agent.decision import ModelSeat
 from coplay.agent.openai_player import OpenAIEndpoint
 from coplay.agent.prompts import act_messages
 from coplay.config import ConfigError, load_config
+from coplay.driver.plans import draw_opponent, iteration_plans, model_seat
 from coplay.engines.base import SamplingParams
-from coplay.iteration import MULTI_SEAT, draw_opponent, iteration_plans, model_seat
 from coplay.rollout.model_episodes import EpisodePlan, RunnerContext, SeatPlayer, play_episodes
 from coplay.types import Trajectory
 
@@ -99,14 +99,15 @@ def test_unparseable_answers_are_counted_fallbacks():
 
 
 def pool_config(**opponents: object):
-    overrides = [f"rollout.opponents.{k}={v}" for k, v in opponents.items()]
+    overrides = [f"rollout.opponents.{'endpoint.' + k[7:] if k.startswith('openai_') else k}={v}"
+                 for k, v in opponents.items()]
     return load_config(overrides=overrides)
 
 
 def test_openai_weight_without_an_endpoint_is_rejected_at_load():
-    with pytest.raises(ConfigError, match="openai_base_url and openai_model"):
+    with pytest.raises(ConfigError, match="endpoint.base_url and rollout.opponents.endpoint.model"):
         pool_config(openai=0.2)
-    with pytest.raises(ConfigError, match="openai_model"):
+    with pytest.raises(ConfigError, match="endpoint.model"):
         pool_config(openai=0.2, openai_base_url="http://127.0.0.1:8000/v1")
     with pytest.raises(ConfigError, match="http:// or https://"):
         pool_config(openai=0.2, openai_base_url="127.0.0.1:8000/v1", openai_model="m")
@@ -133,9 +134,9 @@ def test_opponent_pool_draws_the_endpoint_with_its_weight():
 def test_iteration_plans_seat_the_endpoint_beside_the_policy():
     cfg = load_config(overrides=["games=[avalon]", "rollout.opponents.current=0", "rollout.opponents.frozen=0",
                                  "rollout.opponents.expert=0", "rollout.opponents.random=0",
-                                 "rollout.opponents.openai=1", "rollout.opponents.openai_base_url=http://h:1/v1",
-                                 "rollout.opponents.openai_model=m"])
+                                 "rollout.opponents.openai=1", "rollout.opponents.endpoint.base_url=http://h:1/v1",
+                                 "rollout.opponents.endpoint.model=m"])
     plans = iteration_plans(cfg, 1, {"act": 1, "retrieve": 1}, [], bank_version=0)
     assert plans and all(p.default.kind == "model" for p in plans)
-    assert all(set(p.players) == set(MULTI_SEAT["avalon"][1:]) and {s.kind for s in p.players.values()} == {"openai"}
+    assert all(set(p.players) == set(coplay_envs.seats("avalon")[1:]) and {s.kind for s in p.players.values()} == {"openai"}
                for p in plans)

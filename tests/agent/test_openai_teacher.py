@@ -11,8 +11,8 @@ import coplay_envs
 from coplay.agent.openai_player import OpenAIEndpoint
 from coplay.agent.parsing import parse_act
 from coplay.agent.prompts import act_messages
-from coplay.cold_start import openai_teacher
 from coplay.config import ConfigError, load_config
+from coplay.driver.cold_start import openai_teacher
 from coplay.engines.base import SamplingParams
 from coplay.learn.teacher import ChatExample, expert_examples, legal_actions_shown, openai_act_examples
 
@@ -65,8 +65,8 @@ def test_unusable_answers_are_dropped_and_counted(avalon_examples):
 
 
 def test_cold_start_refuses_a_teacher_that_gave_nothing(avalon_examples):
-    cfg = load_config(overrides=["sft.teacher=openai", f"sft.openai_base_url={closed_port_url()}",
-                                 f"sft.openai_model={MODEL}", "sft.openai_max_retries=0"])
+    cfg = load_config(overrides=["sft.teacher=openai", f"sft.endpoint.base_url={closed_port_url()}",
+                                 f"sft.endpoint.model={MODEL}", "sft.endpoint.max_retries=0"])
     with pytest.raises(RuntimeError, match="gave no usable answer"):
         openai_teacher(cfg, "avalon", avalon_examples[:3])
 
@@ -74,8 +74,8 @@ def test_cold_start_refuses_a_teacher_that_gave_nothing(avalon_examples):
 def test_cold_start_teacher_uses_the_sft_endpoint(avalon_examples, monkeypatch):
     monkeypatch.setenv("COPLAY_TEACHER_KEY", "teacher-key")
     with EndpointServer() as server:
-        cfg = load_config(overrides=["sft.teacher=openai", f"sft.openai_base_url={server.base_url}",
-                                     f"sft.openai_model={MODEL}", "sft.openai_api_key_env=COPLAY_TEACHER_KEY"])
+        cfg = load_config(overrides=["sft.teacher=openai", f"sft.endpoint.base_url={server.base_url}",
+                                     f"sft.endpoint.model={MODEL}", "sft.endpoint.api_key_env=COPLAY_TEACHER_KEY"])
         examples, counts = openai_teacher(cfg, "avalon", avalon_examples[:5])
     assert counts["kept"] == len(examples) == 5
     assert {r["authorization"] for r in server.requests} == {"Bearer teacher-key"}
@@ -83,11 +83,11 @@ def test_cold_start_teacher_uses_the_sft_endpoint(avalon_examples, monkeypatch):
 
 
 def test_openai_teacher_without_an_endpoint_is_rejected_at_load():
-    with pytest.raises(ConfigError, match="openai_base_url and openai_model"):
+    with pytest.raises(ConfigError, match="sft.endpoint.base_url and sft.endpoint.model"):
         load_config(overrides=["sft.teacher=openai"])
-    with pytest.raises(ConfigError, match="openai_model"):
-        load_config(overrides=["sft.teacher=openai", "sft.openai_base_url=http://127.0.0.1:8000/v1"])
+    with pytest.raises(ConfigError, match="sft.endpoint.model"):
+        load_config(overrides=["sft.teacher=openai", "sft.endpoint.base_url=http://127.0.0.1:8000/v1"])
     assert load_config(overrides=["sft.teacher=openai", "sft.enabled=false"]).sft.teacher == "openai"
-    cfg = load_config(overrides=["sft.teacher=openai", "sft.openai_base_url=https://api.example.com/v1",
-                                 "sft.openai_model=m", "sft.openai_api_key_env=K"])
-    assert OpenAIEndpoint.from_config(cfg.sft) == OpenAIEndpoint("https://api.example.com/v1", "m", "K", 60.0, 2)
+    cfg = load_config(overrides=["sft.teacher=openai", "sft.endpoint.base_url=https://api.example.com/v1",
+                                 "sft.endpoint.model=m", "sft.endpoint.api_key_env=K"])
+    assert OpenAIEndpoint.from_config(cfg.sft.endpoint) == OpenAIEndpoint("https://api.example.com/v1", "m", "K", 60.0, 2)

@@ -21,11 +21,10 @@ from coplay.config import EngineConfig
 from coplay.engines.base import Completion, GenerationRequest, SamplingParams
 from coplay.rollout.model_episodes import EpisodePlan, RunnerContext, SeatPlayer, play_episodes
 from coplay.types import Trajectory, to_dict
-from tests.agent.test_decision import ScriptedEngine
+from tests.helpers import ScriptedEngine
 
 AVALON_CANARIES = {"merlin": "CANARY_MERLIN_x9", "servant": "CANARY_SERVANT_q4", "minion": "CANARY_MINION_k7",
                    "assassin": "CANARY_ASSASSIN_z2"}
-ROLE_OF_LABEL = {label: role for role, label in AVALON_CANARIES.items()}
 DIPLOMACY_CANARY = re.compile(r"CANARY-([A-Z]+)-([A-Z]+)")
 
 
@@ -73,7 +72,7 @@ def test_no_avalon_seat_sees_a_role_label_it_may_not_know(engine):
     trajectories = play(engine, plans)
     roles_seen = set()
     for traj in trajectories:
-        role = ROLE_OF_LABEL[traj.role]  # a seat's record names its own role (its label)
+        role = traj.role  # a seat's record names its own role by id (never by its display label)
         roles_seen.add(role)
         allowed = {role} | ({"merlin"} if role == "assassin" else set())
         assert traj.samples, f"{traj.seat}: no model call recorded"
@@ -110,9 +109,9 @@ class NegotiatingEngine(ScriptedEngine):
 
 
 def test_no_diplomacy_power_sees_a_private_message_it_was_not_part_of(engine):
-    from coplay.iteration import MULTI_SEAT
+    import coplay_envs
 
-    powers = MULTI_SEAT["diplomacy"]
+    powers = list(coplay_envs.seats("diplomacy"))
     negotiating = NegotiatingEngine(engine, powers)
     plans = [EpisodePlan("diplomacy", 0, "leak-diplomacy-0", model_player(max_tokens=96),  # room for the messages
                          env_kwargs={"max_phases": 2, "negotiation_rounds": 1})]

@@ -26,7 +26,8 @@ GAME_CONFIGS = [CONFIGS / f"{game}.yaml" for game in GAME_KEYS]
 TINY_CONFIGS = [CONFIGS / f"tiny-{game}.yaml" for game in GAME_KEYS]
 SELFPLAY_CONFIGS = [CONFIGS / "diplomacy-selfplay.yaml", CONFIGS / "avalon-selfplay.yaml"]
 ALL_CONFIGS = GAME_CONFIGS + TINY_CONFIGS + SELFPLAY_CONFIGS
-LOCAL_CONFIGS = [CONFIGS / "cpu-2048-learning.yaml"]  # `python -m benchmarks.learning`: its own local Ray
+# `coplay demo` and `python -m benchmarks.learning` (which extends the demo's): their own local Ray
+LOCAL_CONFIGS = [CONFIGS / "cpu-2048-learning.yaml", CONFIGS / "demo-2048.yaml"]
 
 
 def _load_train_module():
@@ -44,11 +45,11 @@ def test_every_game_has_a_real_and_a_tiny_config_and_nothing_else_is_there():
 
 
 def test_the_learning_evidence_config_runs_locally_on_cpu_with_seeds_fixed_in_it():
-    path, = LOCAL_CONFIGS
+    path = LOCAL_CONFIGS[0]
     cfg = load_config(path)
     raw = yaml.safe_load(path.read_text())
-    assert cfg.cluster.address is None and cfg.model.name_or_path == "tiny" and cfg.games == ["2048"]
-    assert {"run", "train", "eval"} <= set(raw["seeds"]) and cfg.loop.eval_at_start and cfg.sft.enabled
+    assert cfg.cluster.address is None and cfg.model.name == "tiny" and cfg.games == ["2048"]
+    assert {"run", "train", "eval"} <= set(raw["seeds"]) and cfg.eval.at_start and cfg.sft.enabled
 
 
 @pytest.mark.parametrize("path", ALL_CONFIGS, ids=lambda p: p.stem)
@@ -72,7 +73,7 @@ def test_every_game_env_accepts_the_configs_env_kwargs(path):
 @pytest.mark.parametrize("path", TINY_CONFIGS, ids=lambda p: p.stem)
 def test_tiny_configs_keep_to_cpu_with_the_local_tiny_model_and_short_horizons(path):
     cfg = load_config(path)
-    assert cfg.model.name_or_path == "tiny" and cfg.model.dtype == "float32"
+    assert cfg.model.name == "tiny" and cfg.model.dtype == "float32"
     assert cfg.engine.backend == "hf" and cfg.learner.backend == "torch" and cfg.learner.bf16 is False
     assert cfg.cluster.rollout_worker_gpus == 0 and cfg.cluster.learner_rank_gpus == 0
     assert cfg.rollout.workers == 1 and cfg.learner.ranks == 1
@@ -83,7 +84,7 @@ def test_tiny_configs_keep_to_cpu_with_the_local_tiny_model_and_short_horizons(p
 @pytest.mark.parametrize("path", GAME_CONFIGS + SELFPLAY_CONFIGS, ids=lambda p: p.stem)
 def test_real_configs_train_a_qwen3_model_with_vllm_and_deepspeed_zero2_on_gpus(path):
     cfg = load_config(path)
-    assert cfg.model.name_or_path.startswith("Qwen/Qwen3-")
+    assert cfg.model.name.startswith("Qwen/Qwen3-")
     assert cfg.engine.backend == "vllm" and cfg.learner.backend == "deepspeed" and cfg.learner.zero_stage == 2
     assert cfg.cluster.rollout_worker_gpus == 1 and cfg.cluster.learner_rank_gpus == 1
     assert cfg.engine.max_lora_rank >= max(spec.r for spec in cfg.adapters.values())

@@ -281,7 +281,7 @@ def test_model_loading_runs_no_remote_code_unless_configured(remote_code_model, 
     from coplay.models.loading import load_base_model
 
     folder, marker = remote_code_model
-    off = tiny_model_config.model_copy(update={"name_or_path": str(folder)})
+    off = tiny_model_config.model_copy(update={"name": str(folder)})
     model, _ = load_base_model(off)
     assert type(model).__name__ == "Qwen3ForCausalLM" and not marker.exists()
 

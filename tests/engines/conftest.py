@@ -6,33 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from coplay.config import EngineConfig, LoraSpec
-
-LORA = LoraSpec(r=8, alpha=16, dropout=0.0)
-
-
-def engine_config(backend: str) -> EngineConfig:
-    """Small settings that fit the 2-core CPU test machine."""
-    return EngineConfig(backend=backend, max_loras=4, max_lora_rank=8, max_model_len=1024, max_num_seqs=8,
-                        cpu_kvcache_gib=1, dtype="float32", enforce_eager=True)
+from tests.helpers import LORA, engine_config
 
 
 def make_adapter(model_cfg, out_dir, seed: int, scale: float = 0.1):
-    """A PEFT adapter folder for the tiny model whose B matrices are random (so it changes the outputs)."""
-    import torch
+    """A PEFT adapter folder for the tiny model whose weights are random (so it changes the outputs)."""
+    from coplay.models.lora import random_adapter_folder
 
-    from coplay.models.loading import load_base_model
-    from coplay.models.lora import attach_adapters, save_adapter
-
-    base, _ = load_base_model(model_cfg)
-    model = attach_adapters(base, {"act": LORA}, names=("act",))
-    generator = torch.Generator().manual_seed(seed)
-    for name, param in model.named_parameters():
-        if "lora_A" in name:
-            param.data.uniform_(-0.2, 0.2, generator=generator)
-        if "lora_B" in name:
-            param.data.normal_(0.0, scale, generator=generator)
-    return save_adapter(model, "act", out_dir)
+    return random_adapter_folder(model_cfg, out_dir, seed, LORA, scale=scale)
 
 
 @pytest.fixture(scope="session")
@@ -45,9 +26,10 @@ def adapter_dirs(tiny_model_config, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def bundles(adapter_dirs):
-    from coplay.engines.adapters import adapter_bundle
+    from coplay.artifacts import AdapterBundle
 
-    return {label: adapter_bundle(folder) for label, folder in adapter_dirs.items()}
+    return {label: (b.files, b.sha256) for label, b in
+            ((label, AdapterBundle.read(folder)) for label, folder in adapter_dirs.items())}
 
 
 def _load_v1(engine, bundles) -> None:

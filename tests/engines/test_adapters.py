@@ -8,13 +8,8 @@ import struct
 
 import pytest
 
-from coplay.engines.adapters import (
-    ADAPTER_CONFIG,
-    ADAPTER_WEIGHTS,
-    AdapterRegistry,
-    bundle_sha256,
-    verify_bundle,
-)
+from coplay.artifacts import ADAPTER_CONFIG, ADAPTER_WEIGHTS, bundle_sha256
+from coplay.engines.adapters import AdapterRegistry, verify_bundle
 from coplay.engines.base import (
     AdapterNotLoaded,
     AdapterRejected,

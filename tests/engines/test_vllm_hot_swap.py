@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from coplay.engines.adapters import ADAPTER_WEIGHTS, bundle_sha256
+from coplay.artifacts import ADAPTER_WEIGHTS, bundle_sha256
 from coplay.engines.base import AdapterNotLoaded, AdapterRejected, GenerationRequest, SamplingParams
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)

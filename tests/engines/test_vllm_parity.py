@@ -62,7 +62,7 @@ def _learner_reference(tiny_model_config, adapter_dirs):
     from coplay.learn.logprobs import completion_logprobs
     from coplay.models.loading import load_base_model
     from coplay.models.lora import attach_adapters, load_adapter
-    from tests.engines.conftest import LORA
+    from tests.helpers import LORA
 
     base, _ = load_base_model(tiny_model_config)
     model = attach_adapters(base, {"act": LORA, "retrieve": LORA}, names=("act", "retrieve"))

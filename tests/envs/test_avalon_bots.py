@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from coplay.stats import wilson_interval
+from coplay.eval.stats import wilson_interval
 from coplay_envs.avalon.bots import ExpertBot, RandomBot, play_matchup
 from coplay_envs.avalon_v0 import raw_env
 from coplay_envs.core import INTENTION_TAGS

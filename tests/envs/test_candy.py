@@ -279,7 +279,7 @@ def test_bots_play_legal_tagged_moves_from_the_view_only(bot_class: type) -> Non
 @pytest.mark.slow
 def test_expert_beats_random_over_20_seeded_episodes() -> None:
     """The figures in the report come from `python -m benchmarks.env_bench.candy --bots`."""
-    from coplay.stats import summarize
+    from coplay.eval.stats import summarize
 
     scores: dict[str, list[float]] = {"expert": [], "random": []}
     for name, bot_class in (("expert", ExpertBot), ("random", RandomBot)):

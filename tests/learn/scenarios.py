@@ -17,7 +17,7 @@ ZERO3_PARTITIONED = {"zero_optimization": {"stage3_param_persistence_threshold":
 
 
 def model_config(cache_dir: str) -> ModelConfig:
-    return ModelConfig(name_or_path="tiny", dtype="float32", tiny=TinyModelConfig(cache_dir=cache_dir))
+    return ModelConfig(name="tiny", dtype="float32", tiny=TinyModelConfig(cache_dir=cache_dir))
 
 
 def lora_specs(names: tuple[str, ...] = ADAPTERS) -> dict[str, LoraSpec]:

@@ -3,6 +3,7 @@ exact resume in a fresh process, publishing, refusal of corrupt or mismatched ch
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -120,7 +121,9 @@ def test_checkpoint_holds_counters_and_refuses_corruption_and_mismatch(cache, tm
 
 
 def test_publish_writes_changed_adapters_as_verified_versions(cache, tmp_path):
-    from coplay.learn.publish import AdapterArtifactError, verify_adapter_folder
+    from peft import AutoPeftModelForCausalLM
+
+    from coplay.artifacts import ArtifactError, read_adapter_version
     from coplay.models.lora import load_adapter
 
     learner = make_learner(cache, "torch")
@@ -129,16 +132,20 @@ def test_publish_writes_changed_adapters_as_verified_versions(cache, tmp_path):
     assert [(v.adapter, v.version, v.learner_step, v.engine_name) for v in versions] == [("curator", 1, 1, "curator@v1")]
     folder = Path(versions[0].path)
     assert folder == tmp_path / "adapters" / "curator" / "v1"
-    assert verify_adapter_folder(folder).sha256 == versions[0].sha256
+    assert read_adapter_version(folder)[1] == versions[0]
+    config = json.loads((folder / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == learner.base_model  # also for adapters after the first
+    stock = AutoPeftModelForCausalLM.from_pretrained(folder)  # a stock PEFT user opens it with no coplay code
+    assert stock.active_adapter == "default"
     other = make_learner(cache, "torch")
     load_adapter(other.policy, "curator", folder)
     for name, tensor in learner.adapter_weights("curator").items():
         assert torch.equal(tensor, other.adapter_weights("curator")[name])
-    with pytest.raises(FileExistsError):
+    with pytest.raises(ArtifactError, match="never overwritten"):
         learner.publish(tmp_path / "adapters")  # a version is never overwritten
     (folder / "adapter_model.safetensors").write_bytes(b"corrupt")
-    with pytest.raises(AdapterArtifactError, match="adapter_model.safetensors"):
-        verify_adapter_folder(folder)
+    with pytest.raises(ArtifactError, match="adapter_model.safetensors"):
+        read_adapter_version(folder)
 
 
 @pytest.mark.slow
@@ -161,12 +168,33 @@ def test_two_deepspeed_ranks_match_one_torch_rank(cache, tmp_path, stage):
             torch.testing.assert_close(two[f"w/{adapter}/{name}"], expected, rtol=1e-4, atol=1e-6)
         assert any(not torch.equal(v, torch.zeros_like(v)) for v in learner.adapter_weights(adapter).values())
     # rank 0 published the adapter of the last step (act@v3), gathered from both ranks under ZeRO-3
-    from coplay.learn.publish import verify_adapter_folder
+    from coplay.artifacts import read_adapter_version
 
-    published = verify_adapter_folder(tmp_path / "adapters" / "act" / "v3")
+    published = read_adapter_version(tmp_path / "adapters" / "act" / "v3")[1]
     assert (published.version, published.learner_step) == (3, 3)
     assert not (tmp_path / "adapters" / "curator").exists()
     exported = load_file(str(Path(published.path) / "adapter_model.safetensors"))
     for name, tensor in exported.items():
         full = next(v for k, v in two.items() if k.startswith("w/act/") and k.endswith(name.replace(".weight", ".act.weight")))
         assert torch.equal(tensor, full)
+
+
+def test_a_run_and_the_standalone_learner_publish_the_same_bytes(cache, tmp_path):
+    """`python -m coplay.learn` (Learner.publish) and a run (Learner.export -> the ArtifactStore's ledger)
+    write the same files, the same manifest and the same sha256 for the same weights."""
+    from coplay.artifacts import BUNDLE_FILES, ArtifactLedger
+    from coplay.runs import RunDir
+
+    learner = make_learner(cache, "torch")
+    learner.train_step(*batch(1, ("act", "curator")))
+    standalone = {v.adapter: v for v in learner.publish(tmp_path / "standalone")}
+    run = RunDir.create(tmp_path, "run", "{}\n")
+    ledger = ArtifactLedger(run)
+    for adapter, bundle in learner.export(sorted(learner.changed)).items():
+        version = learner.versions[adapter]
+        record = ledger.publish_adapter(adapter, version, bundle.files, bundle.sha256, learner.learner_step)
+        assert record.sha256 == standalone[adapter].sha256
+        for name in (*BUNDLE_FILES, "manifest.json"):
+            ours = (run.adapter_dir(adapter, version) / name).read_bytes()
+            assert ours == (Path(standalone[adapter].path) / name).read_bytes(), f"{adapter} {name}"
+    assert sorted(standalone) == ["act", "curator"]

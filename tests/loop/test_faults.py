@@ -9,7 +9,6 @@ update lasts well under a second, too short to hit with a timed kill.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from pathlib import Path
@@ -19,14 +18,13 @@ import pytest
 
 from coplay.config import load_config
 from coplay.runs import RunDir
-from coplay.types import read_shard
-from tests.loop.conftest import tiny_loop_overrides
+from tests.helpers import DEMO_CONFIG, assert_every_episode_once, tiny_loop_overrides
 
 
 def _bank_bytes(version: int) -> bytes:
     from coplay.skills.schema import Bank
 
-    return json.dumps(Bank(bank_key="2048", version=version).to_json(), sort_keys=True).encode()
+    return Bank(bank_key="2048", version=version).to_bytes()
 
 
 def test_corrupt_bank_is_refused_republished_and_stops_the_run_after_three_failures(ray_cluster, tmp_path,
@@ -38,22 +36,22 @@ def test_corrupt_bank_is_refused_republished_and_stops_the_run_after_three_failu
     from coplay.actors.system import System
     from coplay.artifacts import ArtifactError
 
-    cfg = load_config(overrides=tiny_loop_overrides(str(tmp_path), tiny_model_config.tiny.cache_dir)
+    cfg = load_config(DEMO_CONFIG, tiny_loop_overrides(str(tmp_path), tiny_model_config.tiny.cache_dir)
                       + ["engine.backend=hf"])
     run = RunDir.create(tmp_path, "corrupt", cfg.to_yaml())
-    store = ArtifactStore.remote(str(run.root), cfg.cluster.artifact_max_failures)
+    store = ArtifactStore.remote(str(run.root))
     worker = RolloutWorker.options(num_cpus=1, max_restarts=0).remote(0, cfg.model_dump(mode="json"), store)
     system = System.attach(cfg, run, store, [worker])
     try:
         for version in (1, 2, 3):
-            ray.get(store.put_bank.remote("2048", version, _bank_bytes(version), version))
+            ray.get(store.publish_bank.remote("2048", version, _bank_bytes(version), version))
         system.sync({}, [], {"2048": 1})
         assert ray.get(worker.loaded.remote())["banks"] == {"2048": 1}
 
         # one corrupt delivery: the worker refuses it, reports it, and keeps serving v1
         ray.get(store.testing_corrupt_deliveries.remote("bank", "2048", 2, 1))
         report = ray.get(worker.sync.remote([], {"2048": 2}))
-        assert [f[:3] for f in report["failed"]] == [("bank", "2048", 2)]
+        assert [(f.kind, f.name, f.version) for f in report.failed] == [("bank", "2048", 2)]
         assert ray.get(worker.loaded.remote())["banks"] == {"2048": 1}
 
         # two more: the driver republishes from the run folder and retries until the worker holds v2
@@ -129,36 +127,11 @@ def _kill_bank_inside_an_update(runs: Path, killed: list[str]) -> None:
         time.sleep(0.2)
 
 
-def _planned_episodes(cfg, iteration: int) -> set[str]:
-    from coplay.iteration import start_seeds
-
-    return {f"it{iteration}-2048-s{seed}-g{g}" for seed in start_seeds(cfg, iteration, 0)
-            for g in range(cfg.rollout.group_size)}
-
-
-def _assert_every_episode_once(cfg, run: RunDir) -> None:
-    """Shards: every planned episode of every iteration exactly once. Training: the last record of each
-    learner step trained exactly its iteration's episodes."""
-    records = run.read_metrics()
-    for k in range(1, cfg.loop.iterations + 1):
-        episodes = [t.episode_id for p in sorted(run.shards.glob(f"it{k:05d}-*.msgpack"))
-                    for t in read_shard(p).trajectories]
-        assert sorted(episodes) == sorted(_planned_episodes(cfg, k)), f"iteration {k} shards: {episodes}"
-    trained: dict[int, list[str]] = {}
-    for record in records:
-        for part in (record.get("train"), record.get("final_train")):
-            if part and "trained_iteration" in part:
-                trained[part["trained_iteration"]] = part["trained_episodes"]
-    assert sorted(trained) == list(range(1, cfg.loop.iterations + 1))
-    for k, episodes in trained.items():
-        assert sorted(episodes) == sorted(_planned_episodes(cfg, k)), f"learner step {k} trained {episodes}"
-
-
 def _run_with_kill(tmp_path, cache_dir: str, kill: Any, *args: Any) -> tuple[object, RunDir, list[str]]:
     """One tiny loop run while `kill(runs, *args, killed)` runs in a thread."""
     from coplay.loop import train
 
-    cfg = load_config(overrides=tiny_loop_overrides(str(tmp_path / "runs"), cache_dir)
+    cfg = load_config(DEMO_CONFIG, tiny_loop_overrides(str(tmp_path / "runs"), cache_dir)
                       # rollouts long enough to kill into on an idle machine
                       + ["sft.epochs=1", "sft.episodes_per_game=8", "rollout.max_steps=12"])
     killed: list[str] = []
@@ -177,7 +150,7 @@ def test_killing_the_rollout_worker_mid_iteration_loses_and_duplicates_no_episod
     assert killed, "the worker was never killed"
     faults = run.read_metrics()[2]["faults"]
     assert faults.get("rollout_reruns"), f"no rollout chunk was re-run: {faults}"
-    _assert_every_episode_once(cfg, run)
+    assert_every_episode_once(cfg, run)
     final = run.read_metrics()[-1]
     for name, acks in final["acknowledgements"].items():
         assert set(acks) == {"worker-0"}, f"the restarted worker did not acknowledge {name}: {acks}"
@@ -192,4 +165,4 @@ def test_killing_the_bank_actor_mid_update_reruns_the_update(ray_cluster, tmp_pa
     assert faults.get("bank_reruns"), f"the bank update was not rerun: {faults}"
     assert records[2]["bank_versions"] == records[0]["bank_versions"]
     assert records[-1]["final_bank_versions"]["2048"] == records[0]["bank_versions"]["2048"] + 1
-    _assert_every_episode_once(cfg, run)
+    assert_every_episode_once(cfg, run)

@@ -10,17 +10,17 @@ import json
 import pytest
 
 from coplay.config import load_config
+from coplay.driver.schedule import bank_version_for, policy_step_for
 from coplay.loop import train
 from coplay.runs import RunDir
-from coplay.schedule import bank_version_for, policy_step_for
 from coplay.types import read_shard
-from tests.loop.conftest import tiny_loop_overrides
+from tests.helpers import DEMO_CONFIG, tiny_loop_overrides
 
 
 @pytest.fixture(scope="module")
 def run(ray_cluster, tmp_path_factory, tiny_model_config) -> RunDir:
     out = tmp_path_factory.mktemp("loop-runs")
-    cfg = load_config(overrides=[*tiny_loop_overrides(str(out), tiny_model_config.tiny.cache_dir), "loop.iterations=3"])
+    cfg = load_config(DEMO_CONFIG, [*tiny_loop_overrides(str(out), tiny_model_config.tiny.cache_dir), "loop.iterations=3"])
     return RunDir.open(train(cfg))
 
 

@@ -11,7 +11,7 @@ from coplay.config import GAME_KEYS, load_config
 from coplay.loop import train
 from coplay.runs import RunDir
 from coplay.types import read_shard
-from tests.loop.conftest import tiny_loop_overrides
+from tests.helpers import DEMO_CONFIG, tiny_loop_overrides
 
 SMOKE = ["games=[2048, candy_crush, tetris, mario, avalon, diplomacy]", "sft.enabled=false", "loop.iterations=1",
          "loop.staleness=0", "rollout.start_states=1", "rollout.group_size=2", "rollout.max_steps=3",
@@ -20,7 +20,7 @@ SMOKE = ["games=[2048, candy_crush, tetris, mario, avalon, diplomacy]", "sft.ena
 
 
 def test_one_iteration_on_every_game(ray_cluster, tmp_path, tiny_model_config):
-    cfg = load_config(overrides=[*tiny_loop_overrides(str(tmp_path), tiny_model_config.tiny.cache_dir), *SMOKE])
+    cfg = load_config(DEMO_CONFIG, [*tiny_loop_overrides(str(tmp_path), tiny_model_config.tiny.cache_dir), *SMOKE])
     run = RunDir.open(train(cfg))
     trajectories = [t for p in run.shards.glob("it00001-*.msgpack") for t in read_shard(p).trajectories]
     assert {t.game for t in trajectories} == set(GAME_KEYS)
@@ -42,7 +42,7 @@ def _adapter_shas(run: RunDir) -> dict[str, str]:
 def test_synchronous_runs_with_the_same_seed_give_identical_adapters(ray_cluster, tmp_path, tiny_model_config):
     overrides = [*tiny_loop_overrides(str(tmp_path), tiny_model_config.tiny.cache_dir), "loop.staleness=0",
                  "loop.iterations=2", "sft.epochs=1"]
-    first = RunDir.open(train(load_config(overrides=[*overrides, "run.name=a"])))
-    second = RunDir.open(train(load_config(overrides=[*overrides, "run.name=b"])))
+    first = RunDir.open(train(load_config(DEMO_CONFIG, [*overrides, "run.name=a"])))
+    second = RunDir.open(train(load_config(DEMO_CONFIG, [*overrides, "run.name=b"])))
     assert _adapter_shas(first) == _adapter_shas(second)
     assert len(_adapter_shas(first)) > 5

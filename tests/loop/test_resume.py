@@ -18,8 +18,7 @@ import pytest
 
 from coplay.config import load_config
 from coplay.runs import RunDir
-from tests.loop.conftest import tiny_loop_overrides
-from tests.loop.test_faults import _assert_every_episode_once
+from tests.helpers import DEMO_CONFIG, assert_every_episode_once, tiny_loop_overrides
 
 
 def _overrides(runs: Path, cache_dir: str, extra: list[str], short_sft: bool = True) -> list[str]:
@@ -32,7 +31,7 @@ def _overrides(runs: Path, cache_dir: str, extra: list[str], short_sft: bool = T
 def _train_and_kill_after_checkpoint(runs: Path, overrides: list[str], step: int) -> Path:
     """Run `coplay train` in its own process; SIGKILL it as soon as `checkpoints/step-<step>` is complete."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen([sys.executable, "-m", "coplay.cli", "train", *overrides], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "coplay.cli", "train", "--config", str(DEMO_CONFIG), *overrides], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.time() + 900
@@ -69,7 +68,7 @@ def test_resume_with_staleness_0_reproduces_the_uninterrupted_adapters_bit_exact
 
     extra = ["loop.staleness=0", "loop.checkpoint_every=1", "loop.iterations=2"]
     cache = tiny_model_config.tiny.cache_dir
-    whole = RunDir.open(train(load_config(overrides=_overrides(tmp_path / "whole", cache, extra, short_sft=False))))
+    whole = RunDir.open(train(load_config(DEMO_CONFIG, _overrides(tmp_path / "whole", cache, extra, short_sft=False))))
     steps = [r["train"] for r in whole.read_metrics() if r.get("train")]
     assert len(steps) == 2 and steps[-1]["nonzero_advantages"], \
         f"learner step 2 (after the resume point) must change the adapters for this test to mean anything: {steps}"
@@ -106,7 +105,7 @@ def test_resume_with_staleness_1_trains_every_episode_exactly_once(ray_cluster, 
     after = [(r.get("train") or r.get("final_train"))["trained_iteration"] for r in records[marker:]
              if r.get("train") or r.get("final_train")]
     assert 1 in before and after == [2, 3], (before, after)
-    _assert_every_episode_once(cfg, run)
+    assert_every_episode_once(cfg, run)
 
 
 def test_resume_of_a_folder_without_checkpoint_fails_clearly_before_starting_anything(tmp_path, capsys):

@@ -1,7 +1,7 @@
 """A realistic run folder for the report tests, built from real parts: 2048 expert-bot trajectories relabelled
-as the policy's, `coplay.summaries.iteration_record` for every metrics line (so the lines have exactly the
+as the policy's, `coplay.driver.metrics.iteration_record` for every metrics line (so the lines have exactly the
 loop's shape), banks made by `coplay.skills.update_bank` and saved with `save_bank`, and evaluations written
-by `coplay.eval.write_eval` from `summarize_eval` (2048 at two iterations, a random-bot baseline, and Avalon
+by `coplay.eval.protocol.write_eval` from `summarize_eval` (2048 at two iterations, a random-bot baseline, and Avalon
 with win rates).
 """
 
@@ -12,13 +12,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from coplay.config import CoplayConfig, SkillBankConfig
-from coplay.eval import summarize_eval, write_eval
+from coplay.driver.metrics import iteration_record, reward_parts
+from coplay.driver.records import CollectStats, IterationData
+from coplay.eval.protocol import summarize_eval, write_eval
 from coplay.rollout.bot_episodes import play_bot_episodes
 from coplay.runs import RunDir
 from coplay.skills import Bank, update_bank
 from coplay.skills.schema import save_bank
-from coplay.summaries import iteration_record, reward_parts
-from coplay.types import Sample, Trajectory
+from coplay.types import BankUpdate, Sample, TrainStep, Trajectory
 
 ITERATIONS = 4
 ADAPTERS = ("act", "retrieve", "segment", "contract", "curator")
@@ -39,13 +40,13 @@ def _as_policy(trajs: list[Trajectory], iteration: int, rng: random.Random) -> l
                     samples=_samples(rng, iteration, 10)) for t in trajs]
 
 
-def _train(iteration: int, rng: random.Random) -> dict:
+def _train(iteration: int, rng: random.Random) -> TrainStep:
     adapters = {a: {"loss": rng.uniform(-0.1, 0.3), "pg_loss": rng.uniform(-0.1, 0.2), "kl": 0.001 * iteration,
                     "clip_fraction": rng.uniform(0, 0.2), "ratio_mean": 1.0 + rng.uniform(-0.01, 0.01),
                     "grad_norm": rng.uniform(0.1, 2.0), "samples": 40} for a in ADAPTERS}
-    return {"learner_step": iteration - 1, "adapters": adapters, "trained_tokens": 5000 + 100 * iteration,
-            "published": {a: iteration for a in ADAPTERS}, "train_seconds": 2.0 + rng.random(),
-            "reward_parts": reward_parts(_samples(rng, iteration - 1, 10))}
+    return TrainStep(learner_step=iteration - 1, adapters=adapters, trained_tokens=5000 + 100 * iteration,
+                     published={a: iteration for a in ADAPTERS}, seconds=2.0 + rng.random(),
+                     reward_parts=reward_parts(_samples(rng, iteration - 1, 10)))
 
 
 def build_run(root: Path, games_dir_name: str = "synthetic") -> RunDir:
@@ -64,12 +65,12 @@ def build_run(root: Path, games_dir_name: str = "synthetic") -> RunDir:
         save_bank(run, bank)
         trajectories = _as_policy(experts, k, rng)
         steps = sum(len(t.steps) for t in trajectories)
-        stats = {"steps": steps, "invalid_actions": max(0, 12 - 3 * k), "parse_errors": max(0, 6 - 2 * k),
-                 "generated_tokens": 900 * steps, "generation_seconds": 30.0 + k, "wall_seconds": 35.0 + k}
-        train = _train(k, rng) if k > 1 else {}
+        stats = CollectStats(steps=steps, invalid_actions=max(0, 12 - 3 * k), parse_errors=max(0, 6 - 2 * k),
+                             generated_tokens=900 * steps, generation_seconds=30.0 + k, wall_seconds=35.0 + k)
+        train = _train(k, rng) if k > 1 else None
         versions = {a: max(0, k - 2) for a in ADAPTERS}
-        record = iteration_record(k, trajectories, stats, {"reports": [bank_report]}, train, versions,
-                                  {"2048": bank.version - 1}, 40.0 + 2 * k)
+        data = IterationData(k, trajectories, [], {"2048": bank.version - 1})
+        record = iteration_record(k, data, stats, BankUpdate(reports=[bank_report]), train, versions, 40.0 + 2 * k, {})
         run.append_metrics(record)
     for k in (2, 4):
         evaluated = _as_policy(play_bot_episodes("2048", "expert", [1_000_000 + i for i in range(6)], 40), k, rng)

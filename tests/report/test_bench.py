@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from coplay.bench import headline, last_json_object, run_suite, summary_table
+from coplay.eval.bench import headline, last_json_object, run_suite, summary_table
 
 MEMBERS = {
     "ok": """

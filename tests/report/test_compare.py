@@ -16,7 +16,7 @@ import math
 import pytest
 
 from coplay.cli import main
-from coplay.compare import (
+from coplay.eval.compare import (
     compare_files,
     compare_results,
     intervals_overlap,
@@ -25,8 +25,8 @@ from coplay.compare import (
     welch_df,
     welch_interval,
 )
-from coplay.eval import write_eval
-from coplay.stats import summarize, t_interval, wilson_interval
+from coplay.eval.protocol import write_eval
+from coplay.eval.stats import summarize, t_interval, wilson_interval
 
 
 def test_t_interval_matches_the_textbook_value():

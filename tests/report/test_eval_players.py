@@ -10,7 +10,7 @@ import pytest
 from coplay.artifacts import ArtifactLedger
 from coplay.cli import main
 from coplay.config import CoplayConfig
-from coplay.players import adapter_versions_at
+from coplay.eval.players import adapter_versions_at
 from coplay.runs import RunDir
 
 ALL_GAMES = "2048,candy_crush,tetris,mario,avalon,diplomacy"
@@ -33,7 +33,7 @@ def test_bots_on_every_game(tmp_path, capsys):
     assert sorted(results["diplomacy"]["per_power"]) == ["AUSTRIA", "ENGLAND", "FRANCE", "GERMANY", "ITALY",
                                                          "RUSSIA", "TURKEY"]
     assert "side:good" in results["avalon"]["win_rate"]
-    assert data["meta"]["player"] == "expert" and data["meta"]["opponents"] == "expert"  # loop.eval_opponents
+    assert data["meta"]["player"] == "expert" and data["meta"]["opponents"] == "expert"  # eval.opponents
     assert data["meta"]["seeds_eval_start"] == 1_000_000
     assert (tmp_path / "expert.md").read_text().startswith("# Evaluation: expert")
 
@@ -68,7 +68,7 @@ def test_base_model_without_adapters(tmp_path, capsys, tiny_model_config):
 def run_with_adapters(tiny_model_config, tmp_path_factory):
     """A run folder whose adapters were published through the ledger: act v1 and retrieve v1 at learner step
     1, act v2 at step 3."""
-    from coplay.engines.adapters import adapter_bundle
+    from coplay.artifacts import AdapterBundle
     from coplay.models.loading import load_base_model
     from coplay.models.lora import attach_adapters, save_adapter
 
@@ -80,8 +80,8 @@ def run_with_adapters(tiny_model_config, tmp_path_factory):
     exports = tmp_path_factory.mktemp("exports")
     ledger = ArtifactLedger(run)
     for adapter, version, step in (("act", 1, 1), ("retrieve", 1, 1), ("act", 2, 3)):
-        files, sha = adapter_bundle(save_adapter(model, adapter, exports / f"{adapter}{version}"))
-        ledger.put_adapter(adapter, version, files, sha, learner_step=step)
+        bundle = AdapterBundle.read(save_adapter(model, adapter, exports / f"{adapter}{version}"))
+        ledger.publish_adapter(adapter, version, bundle.files, bundle.sha256, learner_step=step)
     return run
 
 

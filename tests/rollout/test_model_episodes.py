@@ -24,7 +24,7 @@ from coplay.rollout.model_episodes import (
     with_versions,
 )
 from coplay.types import Shard, read_shard, to_dict, write_shard
-from tests.agent.test_decision import ScriptedEngine
+from tests.helpers import ScriptedEngine
 
 SAMPLING = SamplingParams(temperature=1.0, max_tokens=64)
 SEAT = ModelSeat(act="act@v3", retrieve="retrieve@v2", act_sampling=SAMPLING, retrieve_sampling=SAMPLING,

@@ -38,7 +38,7 @@ def tiny_caller(tiny_model_config):
 
 
 def test_bank_stays_valid_and_counts_rejections_with_the_tiny_model(tiny_caller):
-    cfg = SkillBankConfig(group_size=2, max_segment_prompts=4)
+    cfg = SkillBankConfig(group_size=2, segmentation={"max_prompts": 4})
     expert = play_bot_episodes("2048", "expert", list(range(8)), max_steps=40)
     seeded, _, _ = update_bank(Bank("2048"), expert, None, cfg, iteration=0)  # the deterministic seed bank
     assert seeded.skills

@@ -54,17 +54,17 @@ def test_two_duplicates_merge(two_skill_bank):
 def test_a_skill_with_two_effect_clusters_splits(two_skill_bank):
     bank = two_skill_bank.copy()
     evidence = [i for s in bank.skills.values() for i in s.evidence]
-    mixed_contract = learn_contract([i.effects for i in evidence], CFG.eff_freq)
+    mixed_contract = learn_contract([i.effects for i in evidence], CFG.contracts.eff_freq)
     bank.skills.clear()
     mixed = build_skill(bank, evidence, mixed_contract, CFG, 1, {"op": "test"})
     bank.skills[mixed.id] = mixed
-    assert mixed.stats.pass_rate < CFG.split_pass_rate
+    assert mixed.stats.pass_rate < CFG.maintenance.split_pass_rate
     proposals = propose_operations(bank, CFG, iteration=2, trivial=frozenset({"score↑"}))
     splits = [p for p in proposals if p.op == "split"]
     assert len(splits) == 1 and splits[0].targets == [mixed.id]
     children = sorted(c.contract.literals for c in splits[0].new_skills)
     assert children == [["flag=false", "y↓"], ["flag=true", "x↑"]]
-    assert min(splits[0].evidence["children_pass_rates"]) >= CFG.split_child_pass_rate
+    assert min(splits[0].evidence["children_pass_rates"]) >= CFG.maintenance.split_child_pass_rate
     after = apply_proposal(bank, splits[0])
     assert mixed.id not in after.skills and len(after.skills) == 2
     assert all(c.lineage[-1] == {"op": "split", "parents": [mixed.id], "iteration": 2} for c in after.skills.values())
@@ -72,7 +72,7 @@ def test_a_skill_with_two_effect_clusters_splits(two_skill_bank):
 
 def test_a_stale_skill_retires(two_skill_bank):
     only_merge = shard(8, first_seed=30, kinds="A")
-    new, _, _ = update_bank(two_skill_bank, only_merge, None, CFG, iteration=1 + CFG.retire_after)
+    new, _, _ = update_bank(two_skill_bank, only_merge, None, CFG, iteration=1 + CFG.maintenance.retire_after)
     retired = [op for op in new.operations if op["op"] == "retire"]
     build_id = next(s.id for s in two_skill_bank.skills.values() if "y↓" in s.contract.literals)
     assert [op["targets"] for op in retired] == [[build_id]]

@@ -71,7 +71,7 @@ def test_skill_events_make_strong_boundaries_and_unknown_ids_are_counted():
 
 def test_dp_segmentation_finds_the_behaviour_blocks():
     traj = alternating_trajectory(3, blocks=6)
-    found = propose_boundaries(traj.steps, CFG.boundary_radius, CFG.boundary_threshold)
+    found = propose_boundaries(traj.steps, CFG.boundaries.radius, CFG.boundaries.threshold)
     segments = segment_trajectory(traj, found.positions, Bank("2048"), prior=5.0, new_penalty=1.0, window=2,
                                   max_len=40)
     starts = [s.start for s in segments]

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from coplay.config import SkillBankConfig
+from coplay.report.bank import show_bank, write_bank_report
 from coplay.runs import RunDir
 from coplay.skills import (
     Bank,
@@ -19,7 +20,6 @@ from coplay.skills import (
     update_bank,
 )
 from coplay.skills.caller import CallerError, Completion
-from coplay.skills.report import show_bank, write_bank_report
 from coplay.skills.retrieval import rank_skills, render_ranked, skill_status
 from coplay.skills.rewards import contract_reward, curator_reward, f1, segment_reward
 from coplay.skills.schema import bank_versions
@@ -48,7 +48,7 @@ def test_another_games_trajectory_is_a_clear_error(bank1):
     other = alternating_trajectory(1, game="tetris")
     with pytest.raises(BankError, match=r"2048-syn|tetris-syn.*belongs to bank 'tetris', not to bank '2048'"):
         update_bank(bank1, shard(2) + [other], None, CFG, iteration=2)
-    evil = Trajectory("av-1", "avalon", "player_1", "Assassin", 1, steps=alternating_trajectory(1).steps)
+    evil = Trajectory("av-1", "avalon", "player_1", "assassin", 1, steps=alternating_trajectory(1).steps)
     with pytest.raises(BankError, match="avalon/evil"):
         update_bank(Bank("avalon/good"), [evil], None, CFG, iteration=1)
 
@@ -131,13 +131,13 @@ def test_skills_that_gained_evidence_get_their_protocol_rewritten_too(bank1):
     asked = {s.meta["skill_id"] for s in samples if s.adapter == "contract"}
     assert asked and asked <= set(bank1.skills)  # nothing new was applied: the asked skills are the used ones
     assert all(new.skills[sid].summary == "Rewritten." for sid in asked)
-    quiet = CFG.model_copy(update={"contract_refresh": 0})
+    quiet = CFG.with_values({"contracts.refresh": 0})
     _, samples0, _ = update_bank(bank1, shard(8, 60), caller, quiet, iteration=2)
     assert not [s for s in samples0 if s.adapter == "contract"]  # refresh off: only maintenance's skills
 
 
 def test_segment_adapter_ranking_enters_the_score(bank1):
-    cfg = CFG.model_copy(update={"segment_margin": 1e9, "segment_rank_weight": 1e3, "max_segment_prompts": 5})
+    cfg = CFG.with_values({"segmentation.margin": 1e9, "segmentation.rank_weight": 1e3, "segmentation.max_prompts": 5})
     caller = scripted({"segment": "RANK: NEW > s1 > s2", "curator": "VERDICT: REJECT", "contract": ""})
     new, samples, report = update_bank(bank1, shard(8, 60), caller, cfg, iteration=2)
     seg = [s for s in samples if s.adapter == "segment"]
@@ -155,7 +155,7 @@ def test_segment_adapter_ranking_enters_the_score(bank1):
 
 def test_garbage_model_answers_keep_the_bank_valid_and_are_counted(bank1, tmp_path):
     garbage = scripted({"segment": "\x00ξ}{", "curator": "]]]", "contract": "{\"summary\": 3"})
-    cfg = CFG.model_copy(update={"segment_margin": 1e9})
+    cfg = CFG.with_values({"segmentation.margin": 1e9})
     new, samples, report = update_bank(bank1, shard(8, 70), garbage, cfg, iteration=2)
     assert report["segment_unparseable"] > 0
     assert all(s.reward is not None for s in samples)
@@ -207,7 +207,7 @@ def test_bank_show_and_report(bank1, tmp_path):
     with pytest.raises(BankError, match="no banks for game 'tetris'"):
         show_bank(run.root, game="tetris")
     page = write_bank_report(run.root).read_text()
-    assert page.count("data:image/png;base64,") == 1 and "Operations per version" in page
+    assert page.count("<svg") == 2 and "Operations per version" in page  # size and pass-rate charts, inline
     assert all(sid in page for sid in bank2.skills) and "materialize" in page
 
 
@@ -226,7 +226,7 @@ def test_the_skill_bank_imports_no_heavy_framework():
     import subprocess
     import sys
 
-    code = ("import sys, coplay.skills, coplay.skills.report, coplay.skills.retrieval, coplay.skills.model_rounds; "
+    code = ("import sys, coplay.skills, coplay.report.bank, coplay.skills.retrieval, coplay.skills.model_rounds; "
             "heavy = [m for m in ('torch', 'ray', 'vllm', 'transformers', 'deepspeed', 'matplotlib') "
             "if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -255,7 +255,7 @@ def test_updates_are_deterministic_across_hash_seeds():
 def test_a_caller_answering_as_the_deterministic_policy_reproduces_the_deterministic_bank():
     from coplay.skills.teacher import TeacherCaller
 
-    cfg = CFG.model_copy(update={"segment_margin": 1e9})
+    cfg = CFG.with_values({"segmentation.margin": 1e9})
     plain = teacher = Bank("2048")
     for it in (1, 2):
         plain, _, _ = update_bank(plain, shard(8, 100 * it, kinds="ABC"), None, cfg, it)
@@ -307,3 +307,18 @@ def test_the_effects_line_is_read_item_by_item():
     assert read_effects("EFFECTS: (none)\n{}", features) == []
     assert read_effects('{"effects": ["x↓"], "summary": "s"}', features) == ["x↓"]  # the JSON form still reads
     assert read_effects("no effects stated", features) is None
+
+
+def test_renamed_avalon_roles_still_route_evil_seats_to_the_evil_bank():
+    """Bank keys follow the role id, never its display label: a servant shown as "Minion" stays good, a
+    minion shown as "Mordred" is evil."""
+    from coplay.rollout.bot_episodes import play_bot_episodes
+    from coplay.skills.schema import bank_key_for
+
+    labels = {"minion": "Mordred", "assassin": "Merlin", "merlin": "Assassin", "servant": "Minion"}
+    trajectories = play_bot_episodes("avalon", "random", [0, 1, 2], env_kwargs={"role_names": labels})
+    for seed in (0, 1, 2):
+        keys = {t.role: bank_key_for(t.game, t.seat, t.role) for t in trajectories if t.seed == seed}
+        assert keys == {"minion": "avalon/evil", "assassin": "avalon/evil", "merlin": "avalon/good",
+                        "servant": "avalon/good"}, keys
+    assert sum(bank_key_for(t.game, t.seat, t.role) == "avalon/evil" for t in trajectories) == 2 * 3

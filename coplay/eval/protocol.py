@@ -1,37 +1,27 @@
 """The evaluation protocol (COS-PLAY's): players on `seeds.eval`, summarized with CIs.
 
-- single-player games: `episodes_single` (16) episodes, one per eval seed;
+- single-player games: `episodes` (16) episodes, one per eval seed;
 - Avalon: the player sits at each of the 5 seats for `episodes_per_seat` (10) seeds (roles are shuffled by
   seed, so every role is covered), the other seats are opponents; win rates per side and per role;
 - Diplomacy: the player plays each of the 7 powers for `episodes_per_seat` seeds; supply centres per power.
 A player is `expert` / `random` (the games' bots) or `model` (engine names of `act` and `retrieve`, sampled at
-`sampling.eval_temperature`, 0.3 by default). Results: mean, 95% CI (t and bootstrap), median, min, max;
-JSON and Markdown under the run's `eval/`. No ray: the loop runs the same plans on its workers.
+`eval.temperature`, 0.3 by default). The protocol's settings are the config's `eval` section (`EvalConfig`).
+Results: mean, 95% CI (t and bootstrap), median, min, max; JSON and Markdown under the run's `eval/`. No ray:
+the loop runs the same plans on its workers (`coplay.driver.evaluation`), `coplay eval` in this process
+(`coplay.eval.runner`).
 """
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coplay.atomic import write_bytes_atomic, write_json_atomic
-from coplay.config import CoplayConfig
-from coplay.iteration import MULTI_SEAT, model_seat
-from coplay.rollout.model_episodes import EpisodePlan, RunnerContext, SeatPlayer, play_episodes
-from coplay.stats import summarize, wilson_interval
+from coplay.config import CoplayConfig, EvalConfig
+from coplay.driver.plans import model_seat
+from coplay.eval.stats import summarize, wilson_interval
+from coplay.files import write_bytes_atomic, write_json_atomic
+from coplay.rollout.model_episodes import EpisodePlan, SeatPlayer
 from coplay.types import Trajectory
-
-AVALON_EVIL_ROLES = ("minion", "assassin")
-
-
-@dataclass(frozen=True)
-class EvalProtocol:
-    episodes_single: int = 16
-    episodes_per_seat: int = 10
-    opponents: str = "expert"  # who fills the other seats of multi-seat games: expert | random | self
-    max_steps: int | None = None
 
 
 def player_seat(cfg: CoplayConfig, player: str, versions: dict[str, int] | None) -> SeatPlayer:
@@ -42,24 +32,28 @@ def player_seat(cfg: CoplayConfig, player: str, versions: dict[str, int] | None)
     return SeatPlayer("model", model_seat(cfg, versions, evaluation=True))
 
 
-def eval_plans(cfg: CoplayConfig, player: SeatPlayer, protocol: EvalProtocol, label: str) -> list[EpisodePlan]:
-    """The protocol's episodes for every game of the config, on `seeds.eval`."""
+def eval_plans(cfg: CoplayConfig, player: SeatPlayer, label: str, protocol: EvalConfig | None = None) -> list[EpisodePlan]:
+    """The protocol's episodes (`protocol`, default `cfg.eval`) for every game of the config, on `seeds.eval`.
+    `eval.max_steps` unset: episodes are as long as the run's (`rollout.max_steps`)."""
+    protocol = protocol or cfg.eval
+    max_steps = protocol.max_steps or cfg.rollout.max_steps
+    import coplay_envs
+
     plans = []
     opponent = player if protocol.opponents == "self" else SeatPlayer(protocol.opponents)
     for game in cfg.games:
         env_kwargs = dict(cfg.game[game].env_kwargs)
-        seats = MULTI_SEAT.get(game)
-        if seats is None:
-            for i in range(protocol.episodes_single):
+        seats = coplay_envs.seats(game)
+        if not seats:
+            for i in range(protocol.episodes):
                 seed = cfg.seeds.eval.start + i
-                plans.append(EpisodePlan(game, seed, f"eval-{label}-{game}-s{seed}", player, {}, env_kwargs,
-                                         protocol.max_steps))
+                plans.append(EpisodePlan(game, seed, f"eval-{label}-{game}-s{seed}", player, {}, env_kwargs, max_steps))
             continue
         for seat in seats:
             for i in range(protocol.episodes_per_seat):
                 seed = cfg.seeds.eval.start + i
                 plans.append(EpisodePlan(game, seed, f"eval-{label}-{game}-{seat}-s{seed}", opponent, {seat: player},
-                                         env_kwargs, protocol.max_steps))
+                                         env_kwargs, max_steps))
     return plans
 
 
@@ -75,6 +69,8 @@ def _won(traj: Trajectory) -> bool:
 
 def summarize_eval(trajectories: list[Trajectory]) -> dict[str, Any]:
     """Per game: score summary; Avalon: win rates per side and role (Wilson 95%); Diplomacy: per power."""
+    import coplay_envs
+
     out: dict[str, Any] = {}
     for game in sorted({t.game for t in trajectories}):
         trajs = [t for t in trajectories if t.game == game]
@@ -82,7 +78,7 @@ def summarize_eval(trajectories: list[Trajectory]) -> dict[str, Any]:
         if game == "avalon":
             groups: dict[str, list[bool]] = {}
             for t in trajs:
-                side = "evil" if t.role.lower() in AVALON_EVIL_ROLES else "good"
+                side = coplay_envs.side(game, t.seat, t.role.lower())
                 groups.setdefault(f"side:{side}", []).append(_won(t))
                 groups.setdefault(f"role:{t.role.lower()}", []).append(_won(t))
             groups["all"] = [_won(t) for t in trajs]
@@ -117,15 +113,3 @@ def write_eval(out_dir: Path, name: str, results: dict[str, Any], meta: dict[str
     json_path = write_json_atomic(out_dir / f"{name}.json", {"meta": meta, "results": results})
     md_path = write_bytes_atomic(out_dir / f"{name}.md", markdown_table(results, f"Evaluation: {name}").encode())
     return json_path, md_path
-
-
-def run_local(cfg: CoplayConfig, player: str, protocol: EvalProtocol, engine: Any = None,
-              versions: dict[str, int] | None = None) -> tuple[dict[str, Any], list[Trajectory]]:
-    """Evaluate in this process (bots need no engine; `model` needs one serving the named versions)."""
-    import coplay_envs
-
-    seat = player_seat(cfg, player, versions)
-    plans = eval_plans(cfg, seat, protocol, player)
-    ctx = RunnerContext(engine=engine, rules=coplay_envs.rules, skills_for=lambda g, r: None, run_seed=cfg.seeds.run)
-    trajectories = evaluated(asyncio.run(play_episodes(ctx, plans, cfg.rollout.concurrent_episodes)), plans)
-    return summarize_eval(trajectories), trajectories

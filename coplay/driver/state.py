@@ -1,14 +1,15 @@
-"""Where the loop starts: a fresh run (cold start), or `coplay train --resume RUN_DIR` (DESIGN.md §6).
+"""The loop's state (`LoopState`) and where the loop starts: a fresh run (cold start), or
+`coplay train --resume RUN_DIR` (DESIGN.md §6). A checkpoint persists one `LoopState`.
 
 Resume continues from the run folder's last checkpoint `checkpoints/step-<k>/` (written after iteration k)
 and restores exactly:
 - the learner: adapter weights, optimizer states, RNG states, step counter and versions (`load_checkpoint`);
-- the schedule: the `VersionLedger` (learner step -> adapter versions) and the bank map (iteration j -> bank
-  versions built from iterations <= j), from the checkpoint's `extra`;
+- the schedule: the `VersionLedger` (learner step -> adapter versions) and the `BankSchedule` (iteration j ->
+  bank versions built from iterations <= j), from the checkpoint's `extra` (`LoopState.to_json`);
 - the artifacts: every adapter version the ledger names, from `adapters/<a>/v<n>/` (checked against the sha256
-  of its manifest), and every bank version the bank map names, from `banks/<key>/v<n>.json`, into a fresh
-  ArtifactStore; workers then sync from it as in any iteration;
-- the skill-bank actor: its next update builds on the newest bank versions of the map, read from the store;
+  of its manifest), and every bank version the bank schedule names, from `banks/<key>/v<n>.json` (checked
+  against its manifest), into a fresh ArtifactStore; workers then sync from it as in any iteration;
+- the skill-bank actor: its next update builds on the newest bank versions of the schedule, read from the store;
 - the data of iteration k that is still needed: its shards (the bank update over k runs during iteration
   k+1; with staleness >= 1 learner step k also trains on them), checked against the sha256 the checkpoint
   recorded, and the bank-adapter samples of the bank update over k-1 (`shards/bank-samples/it<k>.msgpack`,
@@ -24,7 +25,6 @@ No ray here: the System's methods do the remote calls.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,13 +32,15 @@ from typing import Any
 
 import msgpack
 
-from coplay.atomic import write_bytes_atomic
 from coplay.config import CoplayConfig
+from coplay.driver.records import IterationData
+from coplay.driver.schedule import BankSchedule, VersionLedger, bank_version_for
+from coplay.files import sha256_bytes, write_bytes_atomic
 from coplay.runs import RunDir
-from coplay.schedule import VersionLedger, bank_version_for
-from coplay.types import Sample, Trajectory, decode_shard, from_dict, to_dict
+from coplay.types import Sample, decode_shard, from_dict, to_dict
 
 BANK_SAMPLES_FORMAT = "coplay-bank-samples/1"
+LOOP_STATE_FORMAT = "coplay-loop-state/1"
 
 
 class ResumeError(RuntimeError):
@@ -47,17 +49,34 @@ class ResumeError(RuntimeError):
 
 @dataclass
 class LoopState:
-    """What the loop carries from one iteration to the next."""
+    """What the loop carries from one iteration to the next: the adapter versions of every learner step, the
+    bank versions built from every iteration, and the iteration data still needed (the last one or two)."""
 
     ledger: VersionLedger
-    banks: dict[int, dict[str, int]]  # iteration j -> bank versions built from iterations <= j
-    data: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # j -> (trajectories, bank samples, banks, shards)
+    banks: BankSchedule
+    data: dict[int, IterationData] = field(default_factory=dict)
     next_iteration: int = 1
     resumed_from: str | None = None
 
+    def keep(self, data: IterationData) -> None:
+        """Hold iteration k's data; iteration k-2's is no longer needed (its bank update and its learner
+        step are done)."""
+        self.data[data.iteration] = data
+        self.data.pop(data.iteration - 2, None)
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    def to_json(self, run: RunDir, iteration: int, staleness: int) -> dict[str, Any]:
+        """The checkpoint's record of the loop after iteration `iteration` (its data persisted first)."""
+        return {"format": LOOP_STATE_FORMAT, "iteration": iteration, "staleness": staleness,
+                "ledger": self.ledger.to_json(), "banks": self.banks.to_json(),
+                "pending": pending_record(run, self.data[iteration])}
+
+
+def save_checkpoint(system: Any, state: LoopState, iteration: int) -> str:
+    """Learner state plus the `LoopState` after iteration `iteration` (what `coplay train --resume` needs),
+    atomically under checkpoints/step-<iteration>/."""
+    extra = state.to_json(system.run, iteration, system.cfg.loop.staleness)
+    return system.learner.save_checkpoint(str(system.run.checkpoint_dir(iteration)), state.banks.latest(),
+                                          {"iteration": iteration}, extra)
 
 
 def bank_samples_path(run: RunDir, iteration: int) -> Path:
@@ -65,16 +84,16 @@ def bank_samples_path(run: RunDir, iteration: int) -> Path:
     return run.shards / "bank-samples" / f"it{iteration:05d}.msgpack"
 
 
-def pending_record(run: RunDir, iteration: int, data: tuple[Any, ...]) -> dict[str, Any]:
-    """Persist what resuming after iteration `iteration` needs beyond its shards (the bank samples) and
-    return the checkpoint's record of it: file names and sha256."""
-    _, bank_samples, bank_versions, shards = data
-    payload = msgpack.packb({"format": BANK_SAMPLES_FORMAT, "iteration": iteration,
-                             "samples": [to_dict(s) for s in bank_samples]}, use_bin_type=True)
-    path = write_bytes_atomic(bank_samples_path(run, iteration), payload)
-    return {"iteration": iteration, "bank_versions": bank_versions,
-            "shards": {run.shard_path(iteration, i).name: _sha(shard) for i, shard in enumerate(shards)},
-            "bank_samples": {"file": path.name, "sha256": _sha(payload)}}
+def pending_record(run: RunDir, data: IterationData) -> dict[str, Any]:
+    """Persist what resuming after `data.iteration` needs beyond its shards (the bank samples) and return the
+    checkpoint's record of it: file names and sha256."""
+    payload = msgpack.packb({"format": BANK_SAMPLES_FORMAT, "iteration": data.iteration,
+                             "samples": [to_dict(s) for s in data.bank_samples]}, use_bin_type=True)
+    path = write_bytes_atomic(bank_samples_path(run, data.iteration), payload)
+    return {"iteration": data.iteration, "bank_versions": data.bank_versions,
+            "shards": {run.shard_path(data.iteration, i).name: sha256_bytes(shard)
+                       for i, shard in enumerate(data.shards)},
+            "bank_samples": {"file": path.name, "sha256": sha256_bytes(payload)}}
 
 
 def _read_checked(path: Path, sha: str) -> bytes:
@@ -82,13 +101,13 @@ def _read_checked(path: Path, sha: str) -> bytes:
         data = path.read_bytes()
     except OSError as exc:
         raise ResumeError(f"cannot resume: {path} is unreadable ({exc})") from None
-    if _sha(data) != sha:
+    if sha256_bytes(data) != sha:
         raise ResumeError(f"cannot resume: {path} does not match the sha256 its checkpoint recorded")
     return data
 
 
-def load_pending(run: RunDir, record: dict[str, Any]) -> tuple[Any, ...]:
-    """Iteration data `(trajectories, bank samples, bank versions, shards)` from the run folder."""
+def load_pending(run: RunDir, record: dict[str, Any]) -> IterationData:
+    """The iteration data a checkpoint recorded, from the run folder (checked against its sha256)."""
     iteration = int(record["iteration"])
     shards, trajectories = [], []
     for name, sha in sorted(record["shards"].items()):
@@ -100,7 +119,7 @@ def load_pending(run: RunDir, record: dict[str, Any]) -> tuple[Any, ...]:
     if content.get("format") != BANK_SAMPLES_FORMAT:
         raise ResumeError(f"cannot resume: {bank_samples_path(run, iteration)} has format {content.get('format')!r}")
     samples = [from_dict(Sample, s) for s in content["samples"]]
-    return trajectories, samples, dict(record["bank_versions"]), shards
+    return IterationData(iteration, trajectories, shards, dict(record["bank_versions"]), samples)
 
 
 def resumable_checkpoint(run: RunDir) -> Path:
@@ -114,51 +133,41 @@ def resumable_checkpoint(run: RunDir) -> Path:
 
 
 def fresh_state(system: Any, cfg: CoplayConfig, log: Any, evaluate: Callable[..., dict] | None = None) -> LoopState:
-    """Step 0 (cold start) of a new run; with `evaluate` (loop.eval_at_start) the cold-start adapters are
+    """Step 0 (cold start) of a new run; with `evaluate` (eval at start) the cold-start adapters are
     evaluated as iteration 0, the SFT-only point of the learning curve."""
-    from coplay.cold_start import cold_start
+    from coplay.driver.cold_start import cold_start
 
     versions0, banks0, report = cold_start(system, cfg)
     record: dict[str, Any] = {"cold_start": report, "versions": versions0, "bank_versions": banks0}
     if evaluate is not None:
         record["eval"] = evaluate(system, 0, versions0, banks0)
     log.log(0, record)
-    return LoopState(VersionLedger({0: versions0}), {0: banks0})
+    return LoopState(VersionLedger({0: versions0}), BankSchedule.start(banks0))
 
 
 def resume_state(system: Any, cfg: CoplayConfig, log: Any) -> LoopState:
     """Everything of the module docstring, from the newest checkpoint of `system.run`."""
     run: RunDir = system.run
     ckpt = resumable_checkpoint(run)
-    resumed = system.learner.load_checkpoint(str(ckpt))
-    extra = resumed.extra
+    extra = system.learner.load_checkpoint(str(ckpt)).extra
     if "ledger" not in extra or "pending" not in extra:
         raise ResumeError(f"cannot resume from {ckpt}: its state.json has no loop state (ledger, pending data)")
     if int(extra["staleness"]) != cfg.loop.staleness:
         raise ResumeError(f"cannot resume from {ckpt}: written with loop.staleness={extra['staleness']}, "
                           f"config says {cfg.loop.staleness}")
-    ledger = VersionLedger({int(j): {a: int(v) for a, v in vs.items()} for j, vs in extra["ledger"].items()})
-    banks = {int(j): {key: int(v) for key, v in vs.items()} for j, vs in extra["banks"].items()}
+    ledger, banks = VersionLedger.from_json(extra["ledger"]), BankSchedule.from_json(extra["banks"])
     learner_versions = system.learner.versions()
-    if learner_versions != ledger.at(ledger.latest_step):
+    if learner_versions != ledger.latest():
         raise ResumeError(f"cannot resume from {ckpt}: learner versions {learner_versions} differ from the "
-                          f"ledger's step {ledger.latest_step}: {ledger.at(ledger.latest_step)}")
+                          f"ledger's step {ledger.latest_step}: {ledger.latest()}")
     system.restore_artifacts(ledger, banks)
     k = int(extra["iteration"])
-    for path in run.shards.glob("it*.msgpack"):  # iterations after k are played again
-        if int(path.name[2:7]) > k:
+    for path in [*run.shards.glob("it*.msgpack"), *(run.shards / "bank-samples").glob("it*.msgpack")]:
+        if int(path.name[2:7]) > k:  # iterations after k are played again
             path.unlink()
-    for path in (run.shards / "bank-samples").glob("it*.msgpack"):
-        if int(path.name[2:7]) > k:
-            path.unlink()
-    data = {k: load_pending(run, extra["pending"])}
-    if data[k][2] != banks[bank_version_for(k)]:
-        raise ResumeError(f"cannot resume from {ckpt}: pending bank versions disagree with the bank map")
-    log.log(k, {"resumed_from": str(ckpt), "learner_step": ledger.latest_step, "versions": ledger.at(ledger.latest_step),
-                "bank_versions": banks[max(banks)]})
-    return LoopState(ledger, banks, data, k + 1, str(ckpt))
-
-
-def trained_episodes(trajectories: list[Trajectory]) -> list[str]:
-    """Episode ids of the learner's trajectories (recorded per learner step for exactly-once audits)."""
-    return sorted({t.episode_id for t in trajectories if t.policy == "model"})
+    data = load_pending(run, extra["pending"])
+    if data.bank_versions != banks.built[bank_version_for(k)]:
+        raise ResumeError(f"cannot resume from {ckpt}: pending bank versions disagree with the bank schedule")
+    log.log(k, {"resumed_from": str(ckpt), "learner_step": ledger.latest_step, "versions": ledger.latest(),
+                "bank_versions": banks.latest()})
+    return LoopState(ledger, banks, {k: data}, k + 1, str(ckpt))

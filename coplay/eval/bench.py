@@ -1,4 +1,4 @@
-"""The benchmark suite runner: `coplay bench [--quick]` and `python -m benchmarks.run_all [--quick]`.
+"""The benchmark suite runner behind `coplay bench [--quick]` and `python -m benchmarks.run_all [--quick]`.
 
 Each suite member is a module `benchmarks/<name>.py` of the repository (envs, engines, skillbank, learner,
 e2e). It runs as its own process, `python -m benchmarks.<name> [--quick]`, in the repository root, so one
@@ -12,7 +12,6 @@ Standard library + rich only; never imports ray, torch or the engines (the membe
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -156,7 +155,7 @@ def run_suite(quick: bool, names: tuple[str, ...] = SUITE, out: Path | None = No
               timeout_s: float | None = None, root: Path | None = None) -> tuple[Path, list[MemberResult]]:
     """Run every member in turn (from `root`, default this checkout), print one line per member as it
     finishes, write the results file."""
-    from coplay.atomic import write_json_atomic
+    from coplay.files import write_json_atomic
 
     root = root or repo_root()
     limit = timeout_s if timeout_s is not None else (QUICK_TIMEOUT_S if quick else FULL_TIMEOUT_S)
@@ -183,27 +182,15 @@ def _cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="short settings (a few minutes on 2 CPU cores)")
-    parser.add_argument("--only", default=None, help=f"comma-separated members (default all: {','.join(SUITE)})")
-    parser.add_argument("--out", default=None, help="results file (default benchmarks/results/<host>-<date>.json)")
-    parser.add_argument("--timeout", type=float, default=None, help="seconds per member before it is stopped")
-
-
-def bench_command(args: argparse.Namespace) -> int:
-    """Run the suite; exit status 0 when no present member failed (missing members are not failures)."""
-    names = tuple(n.strip() for n in args.only.split(",")) if args.only else SUITE
+def bench_command(quick: bool, only: str | None, out: str | None, timeout_s: float | None) -> int:
+    """Run the suite (`only`: comma-separated members); exit status 0 when no present member failed (missing
+    members are not failures)."""
+    names = tuple(n.strip() for n in only.split(",")) if only else SUITE
     unknown = [n for n in names if n not in SUITE]
     if unknown:
         print(f"coplay bench: --only {unknown}: expected some of {', '.join(SUITE)}", file=sys.stderr)
         return 2
-    path, members = run_suite(args.quick, names, Path(args.out) if args.out else None, args.timeout)
+    path, members = run_suite(quick, names, Path(out) if out else None, timeout_s)
     print(summary_table(members), end="")
     print(f"results written to {path}")
     return 1 if any(m.status in ("failed", "timeout") for m in members) else 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.run_all", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return bench_command(parser.parse_args(argv))

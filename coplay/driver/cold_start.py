@@ -28,10 +28,10 @@ def openai_teacher(cfg: CoplayConfig, game: str, examples: list[ChatExample]) ->
     token budget); unusable answers are dropped and counted. No usable answer at all is an error, not an
     SFT on nothing."""
     sampling = SamplingParams(temperature=0.0, max_tokens=cfg.sampling.max_tokens["act"])
-    answered, counts = openai_act_examples(game, examples, OpenAIEndpoint.from_config(cfg.sft), sampling,
-                                           cfg.sft.openai_concurrency)
+    answered, counts = openai_act_examples(game, examples, OpenAIEndpoint.from_config(cfg.sft.endpoint), sampling,
+                                           cfg.sft.endpoint.concurrency)
     if counts["prompts"] and not counts["kept"]:
-        raise RuntimeError(f"sft.teacher=openai: {cfg.sft.openai_base_url} (model {cfg.sft.openai_model}) gave no "
+        raise RuntimeError(f"sft.teacher=openai: {cfg.sft.endpoint.base_url} (model {cfg.sft.endpoint.model}) gave no "
                            f"usable answer for the {game} prompts ({counts}); check the endpoint, or use "
                            f"sft.teacher=bots")
     return answered, counts
@@ -53,7 +53,7 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
     import coplay_envs
 
     report: dict[str, Any] = {}
-    versions = system.publish(list(ADAPTER_NAMES), learner_step=0)
+    versions = system.publish_adapters(list(ADAPTER_NAMES), learner_step=0)
     seeds = teacher_seeds(cfg)
     expert = [t for game in cfg.games for t in play_bot_episodes(game, "expert", seeds, cfg.sft.max_steps)]
     banks = system.seed_banks(expert)
@@ -74,5 +74,5 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
         report["sft_seconds"] = time.perf_counter() - started
         if teacher_counts:
             report["sft"]["openai_teacher"] = teacher_counts
-        versions.update(system.publish(sorted({e.adapter for e in examples}), learner_step=0))
+        versions.update(system.publish_adapters(sorted({e.adapter for e in examples}), learner_step=0))
     return versions, banks, report

@@ -1,17 +1,18 @@
 """The bank report: a terminal table (`coplay bank show RUN_DIR [--game G] [--version V]`) and an HTML page
-(`coplay bank report RUN_DIR`) with each skill's protocol, contract, stats and lineage, the operations of
-every version, and plots of bank size and mean pass rate over versions (matplotlib, embedded as base64 PNG).
+(`coplay bank report RUN_DIR`, also a section of the run report) with each skill's protocol, contract, stats
+and lineage, the operations of every version, and charts of bank size and mean pass rate over versions
+(`coplay.report.charts`, inline SVG). The bank logic stays in `coplay.skills`, which draws nothing.
 
 rich and matplotlib are imported inside the functions. Never imports ray or torch.
 """
 
 from __future__ import annotations
 
-import base64
 import html
 import io
 from pathlib import Path
 
+from coplay.files import write_bytes_atomic
 from coplay.runs import RunDir
 from coplay.skills.schema import Bank, BankError, bank_keys, bank_versions, load_bank
 
@@ -62,35 +63,20 @@ def _history(run: RunDir, key: str) -> list[Bank]:
     return [load_bank(run, key, v) for v in bank_versions(run, key)]
 
 
-def _plot(history: list[Bank]) -> str:
-    import matplotlib
+def _charts(key: str, history: list[Bank]) -> str:
+    """Bank size and mean pass rates over versions (inline SVG through `coplay.report.charts`)."""
+    from coplay.report.charts import Series, line_chart
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    versions = [b.version for b in history]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3))
-    ax1.plot(versions, [len(b.skills) for b in history], marker="o")
-    ax1.set_xlabel("version")
-    ax1.set_ylabel("skills")
-    ax1.set_title("bank size")
-    ax2.plot(versions, [b.metrics.get("heldout_pass_rate", 0.0) for b in history], marker="o", label="held-out")
-    ax2.plot(versions, [b.metrics.get("shuffled_pass_rate", 0.0) for b in history], marker="x", label="shuffled")
-    ax2.plot(versions, [b.metrics.get("mean_skill_pass_rate", 0.0) for b in history], marker=".", label="skill stats")
-    ax2.set_ylim(0, 1.05)
-    ax2.set_xlabel("version")
-    ax2.set_title("mean pass rate")
-    ax2.legend(fontsize=7)
-    from matplotlib.ticker import MaxNLocator
-
-    for ax in (ax1, ax2):
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax1.yaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80)
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode()
+    versions = [float(b.version) for b in history]
+    slug = key.replace("/", "-")
+    size = line_chart(f"bank-{slug}-size", f"{key}: bank size", "version", "skills",
+                      [Series("skills", versions, [float(len(b.skills)) for b in history])])
+    rates = [Series(label, versions, [float(b.metrics.get(metric, 0.0)) for b in history])
+             for label, metric in (("held-out", "heldout_pass_rate"), ("shuffled", "shuffled_pass_rate"),
+                                   ("skill stats", "mean_skill_pass_rate"))]
+    passes = line_chart(f"bank-{slug}-pass", f"{key}: mean pass rate", "version", "pass rate", rates,
+                        ylim=(0.0, 1.05))
+    return f"<div class='bank-charts'>{size}{passes}</div>"
 
 
 def _skill_html(bank: Bank) -> str:
@@ -137,7 +123,7 @@ def bank_report_html(run_dir: str | Path | RunDir) -> str:
             f"<h2>{html.escape(key)} - v{latest.version}, {len(latest.skills)} skills</h2>"
             f"<p>held-out pass rate {m.get('heldout_pass_rate', 0):.1%}, shuffled {m.get('shuffled_pass_rate', 0):.1%}, "
             f"coverage {m.get('coverage', 0):.1%}, quality {m.get('quality', 0):.3f}</p>"
-            f"<img alt='bank size and pass rate over versions' src='data:image/png;base64,{_plot(history)}'/>"
+            f"{_charts(key, history)}"
             f"<h3>Skills</h3>{_skill_html(latest)}<h3>Operations per version</h3>{_operations_html(history)}")
     style = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse;font-size:12px}"
              "td,th{border:1px solid #ccc;padding:2px 6px}code{font-size:12px}")
@@ -148,7 +134,5 @@ def bank_report_html(run_dir: str | Path | RunDir) -> str:
 
 def write_bank_report(run_dir: str | Path | RunDir) -> Path:
     """Write `bank_report.html` in the run folder and return its path."""
-    from coplay.atomic import write_bytes_atomic
-
     run = _open(run_dir)
     return write_bytes_atomic(run.root / "bank_report.html", bank_report_html(run).encode())

@@ -6,7 +6,7 @@ two intervals overlap, and whether the difference's interval excludes 0. Avalon 
 use the Wilson intervals stored in the files and Newcombe's hybrid score interval for the difference of two
 rates (Newcombe 1998, method 10); Diplomacy adds one row per power. Non-overlapping 95% intervals imply a
 significant difference; overlapping ones do not imply its absence, hence both columns.
-numpy/scipy + coplay.stats only; never imports ray, torch or the engines.
+numpy/scipy + coplay.eval.stats only; never imports ray, torch or the engines.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def compare_files(path_a: str | Path, path_b: str | Path, out: str | Path | None
     if only:
         text += f"games in only one of the two files (not compared): {', '.join(only)}\n"
     if out is not None:
-        from coplay.atomic import write_json_atomic
+        from coplay.files import write_json_atomic
 
         write_json_atomic(Path(out), {"a": str(path_a), "b": str(path_b), "meta_a": a.get("meta", {}),
                                       "meta_b": b.get("meta", {}), "rows": [asdict(r) for r in rows]})

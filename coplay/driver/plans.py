@@ -1,32 +1,24 @@
-"""What one iteration of the loop decides on the driver: which episodes to play with whom (start seeds,
-GRPO groups, self-play seats from the opponent pool), and how finished trajectories become rewarded,
-advantage-weighted Samples for the learner. Pure Python (no ray, no torch), so the loop stays one screen
-and these decisions are unit-tested.
+"""Iteration plans: which episodes one iteration plays, with whom (start seeds, GRPO groups, self-play
+seats from the opponent pool), and the policy's seat settings at given adapter versions (shared with
+evaluation). Pure Python (no ray, no torch), so the loop stays one screen and these decisions are
+unit-tested.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from typing import Any
 
 from coplay.agent.decision import ModelSeat, derive_seed
 from coplay.agent.openai_player import OpenAIEndpoint
 from coplay.config import CoplayConfig
 from coplay.engines.base import SamplingParams
-from coplay.learn.advantages import all_advantages
-from coplay.learn.rewards import assign_rewards
 from coplay.rollout.model_episodes import EpisodePlan, SeatPlayer
-from coplay.skills.schema import Bank, bank_key_for
-from coplay.types import Sample, Trajectory
-
-MULTI_SEAT = {"avalon": [f"player_{i}" for i in range(5)],
-              "diplomacy": ["AUSTRIA", "ENGLAND", "FRANCE", "GERMANY", "ITALY", "RUSSIA", "TURKEY"]}
 
 
 def model_seat(cfg: CoplayConfig, versions: Mapping[str, int], evaluation: bool = False) -> ModelSeat:
     """The seat settings of the policy at the given adapter versions."""
-    temperature = cfg.sampling.eval_temperature if evaluation else cfg.sampling.temperature
+    temperature = cfg.eval.temperature if evaluation else cfg.sampling.temperature
     budget = cfg.engine.max_model_len - max(cfg.sampling.max_tokens.values())
     return ModelSeat(
         act=f"act@v{versions['act']}", retrieve=f"retrieve@v{versions['retrieve']}",
@@ -52,7 +44,7 @@ def draw_opponent(cfg: CoplayConfig, rng: random.Random, act_versions: list[int]
     OpenAI-compatible endpoint (sampled like the current policy's `act`)."""
     pool = cfg.rollout.opponents
     kinds = ["current", "frozen", "expert", "random", "openai"]
-    has_endpoint = bool(pool.openai_base_url and pool.openai_model)
+    has_endpoint = pool.endpoint.configured
     weights = [pool.current, pool.frozen if act_versions else 0.0, pool.expert, pool.random,
                pool.openai if has_endpoint else 0.0]
     kind = rng.choices(kinds, weights=weights)[0] if sum(weights) > 0 else "current"
@@ -64,7 +56,7 @@ def draw_opponent(cfg: CoplayConfig, rng: random.Random, act_versions: list[int]
         frozen = ModelSeat(**{**current.__dict__, "act": f"act@v{version}", "retrieve": None})
         return SeatPlayer("frozen", frozen)
     if kind == "openai":
-        return SeatPlayer("openai", current, OpenAIEndpoint.from_config(pool))
+        return SeatPlayer("openai", current, OpenAIEndpoint.from_config(pool.endpoint))
     return SeatPlayer(kind)
 
 
@@ -72,6 +64,8 @@ def iteration_plans(cfg: CoplayConfig, iteration: int, versions: Mapping[str, in
                     bank_version: int) -> list[EpisodePlan]:
     """Every episode of one iteration: per game, G episodes per start seed; in multi-seat games seat 0 of
     each episode is the current policy and the other seats come from the opponent pool."""
+    import coplay_envs
+
     seat = model_seat(cfg, versions)
     plans = []
     for gi, game in enumerate(cfg.games):
@@ -80,7 +74,7 @@ def iteration_plans(cfg: CoplayConfig, iteration: int, versions: Mapping[str, in
             for g in range(cfg.rollout.group_size):
                 episode_id = f"it{iteration}-{game}-s{seed}-g{g}"
                 players: dict[str, SeatPlayer] = {}
-                for name in MULTI_SEAT.get(game, [])[1:]:
+                for name in coplay_envs.seats(game)[1:]:
                     rng = random.Random(derive_seed(cfg.seeds.run, iteration, episode_id, name, "opponent"))
                     players[name] = draw_opponent(cfg, rng, frozen_act, seat)
                 plans.append(EpisodePlan(game=game, seed=seed, episode_id=episode_id, default=SeatPlayer("model", seat),
@@ -88,37 +82,3 @@ def iteration_plans(cfg: CoplayConfig, iteration: int, versions: Mapping[str, in
                                          max_steps=cfg.rollout.max_steps, iteration=iteration,
                                          bank_version=bank_version))
     return plans
-
-
-def bank_lookups(banks: Mapping[str, Bank], traj: Trajectory) -> tuple[Any, Any]:
-    """(contract_of, preconditions_hold) over the bank this trajectory played with."""
-    bank = banks.get(bank_key_for(traj.game, traj.seat, traj.role))
-
-    def contract_of(skill_id: str) -> list[str]:
-        return list(bank.get(skill_id).contract.literals) if bank is not None else []
-
-    def preconditions_hold(skill_id: str, features: Mapping[str, Any]) -> bool:
-        return bank is not None and bank.get(skill_id).expression("preconditions").holds(features)
-
-    return contract_of, preconditions_hold
-
-
-def training_batch(cfg: CoplayConfig, trajectories: list[Trajectory], banks: Mapping[str, Bank],
-                   bank_samples: list[Sample]) -> tuple[list[Sample], dict[str, float]]:
-    """Rewards on every model sample (DESIGN.md §5), then advantages; returns (samples, advantages)."""
-    learners = [t for t in trajectories if t.policy == "model"]
-    for traj in learners:
-        contract_of, holds = bank_lookups(banks, traj)
-        assign_rewards(traj, cfg.game[traj.game].reward_scale, contract_of, holds, cfg.learner.gamma)
-    advantages = all_advantages(learners, bank_samples)
-    samples = [s for t in learners for s in t.samples] + list(bank_samples)
-    return [s for s in samples if s.sample_id in advantages], advantages
-
-
-def nonzero_advantages(samples: list[Sample], advantages: Mapping[str, float]) -> dict[str, int]:
-    """Per adapter, how many samples carry a non-zero advantage (a group with reward variance)."""
-    out: dict[str, int] = {}
-    for s in samples:
-        if advantages.get(s.sample_id, 0.0) != 0.0:
-            out[s.adapter] = out.get(s.adapter, 0) + 1
-    return out

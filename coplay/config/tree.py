@@ -1,31 +1,41 @@
-"""The one config tree of a coplay run: typed (pydantic), loaded from YAML, with dotted CLI overrides.
+"""The config tree: one typed (pydantic) section per part of a run, rooted at `CoplayConfig`.
 
-Every tunable of every part lives here, so a run is fully described by its resolved `config.yaml`.
-Unknown keys and bad values are rejected with the key path, the value and what is allowed.
-Imports only pydantic and yaml: reading a config must stay cheap.
+Every tunable of every part lives here, so a run is fully described by its resolved `config.yaml`. Unknown
+keys and bad values are rejected with the key path, the value and what is allowed. Imports only pydantic
+and yaml: reading a config must stay cheap (never the games, torch or ray; `coplay_envs` owns the game facts
+and a test pins that `GAME_KEYS` agrees with it).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 GAME_KEYS = ("2048", "candy_crush", "tetris", "mario", "avalon", "diplomacy")
 ADAPTER_NAMES = ("act", "retrieve", "segment", "contract", "curator")
+DECISION_ADAPTERS = ("act", "retrieve")  # the decision agent's; the rest are the skill-bank agent's
+BANK_ADAPTERS = ("segment", "contract", "curator")
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-
-
-class ConfigError(ValueError):
-    """A config that cannot be used: the message names the source, the key, the value and what is allowed."""
 
 
 class Section(BaseModel):
     """Base of every config section: unknown keys are errors, assignments are validated."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    def with_values(self, changes: dict[str, Any]) -> Any:
+        """A validated copy with dotted keys changed, e.g. `{"segmentation.margin": 2.0}`."""
+        data = self.model_dump()
+        for dotted, value in changes.items():
+            node, (*parents, last) = data, dotted.split(".")
+            for part in parents:
+                node = node[part]
+            if last not in node:
+                raise KeyError(f"{type(self).__name__} has no key {dotted!r}")
+            node[last] = value
+        return type(self).model_validate(data)
 
 
 class TinyModelConfig(Section):
@@ -50,7 +60,7 @@ class TinyModelConfig(Section):
 class ModelConfig(Section):
     """The frozen base model: `tiny` (built locally) or a Hugging Face id or local folder."""
 
-    name_or_path: str = "tiny"
+    name: str = "tiny"
     trust_remote_code: bool = False
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "auto"
     tiny: TinyModelConfig = TinyModelConfig()
@@ -65,16 +75,110 @@ class LoraSpec(Section):
     target_modules: list[str] = list(DEFAULT_LORA_TARGETS)
 
 
-def known_adapter_keys(value: dict[str, Any]) -> dict[str, Any]:
-    """A per-adapter mapping whose keys are all adapter names (a typo is an error, never a silent default)."""
-    unknown = sorted(set(value) - set(ADAPTER_NAMES))
-    if unknown:
-        raise ValueError(f"unknown adapter(s) {unknown}; expected some of {list(ADAPTER_NAMES)}")
-    return value
+class PerAdapter(Section):
+    """A value per adapter (keys `act` ... `curator`; an unknown key is an error naming the allowed ones).
+    Reads like a mapping: `m["act"]`, `m.get(a, default)` (default also where the value is unset),
+    `m.items()`, `dict(m)`, `"act" in m`, iteration over the adapter names."""
+
+    def __iter__(self) -> Any:  # type: ignore[override]  # a mapping iterates its keys
+        return iter(ADAPTER_NAMES)
+
+    def __len__(self) -> int:
+        return len(ADAPTER_NAMES)
+
+    def __contains__(self, adapter: object) -> bool:
+        return adapter in ADAPTER_NAMES
+
+    def __getitem__(self, adapter: str) -> Any:
+        if adapter not in ADAPTER_NAMES:
+            raise KeyError(f"unknown adapter {adapter!r}; expected one of {list(ADAPTER_NAMES)}")
+        return getattr(self, adapter)
+
+    def get(self, adapter: str, default: Any = None) -> Any:
+        value = getattr(self, adapter, None)
+        return default if value is None else value
+
+    def keys(self) -> list[str]:
+        return list(ADAPTER_NAMES)
+
+    def items(self) -> list[tuple[str, Any]]:
+        return [(a, getattr(self, a)) for a in ADAPTER_NAMES]
+
+    def values(self) -> list[Any]:
+        return [getattr(self, a) for a in ADAPTER_NAMES]
+
+    def set_values(self) -> dict[str, Any]:
+        """The adapters whose value is set (not None)."""
+        return {a: v for a, v in self.items() if v is not None}
 
 
-def _default_adapters() -> dict[str, LoraSpec]:
-    return {name: LoraSpec() for name in ADAPTER_NAMES}
+class AdapterSpecs(PerAdapter):
+    """`adapters`: the LoRA shape of each adapter."""
+
+    act: LoraSpec = LoraSpec()
+    retrieve: LoraSpec = LoraSpec()
+    segment: LoraSpec = LoraSpec()
+    contract: LoraSpec = LoraSpec()
+    curator: LoraSpec = LoraSpec()
+
+
+class MaxTokens(PerAdapter):
+    """`sampling.max_tokens`: the completion budget of each adapter's calls."""
+
+    act: int = Field(96, ge=1)
+    retrieve: int = Field(16, ge=1)
+    segment: int = Field(64, ge=1)
+    contract: int = Field(256, ge=1)
+    curator: int = Field(32, ge=1)
+
+
+class AdapterLearningRates(PerAdapter):
+    """`learner.adapter_lr`: a learning rate per adapter; unset: `learner.lr`."""
+
+    act: float | None = Field(None, gt=0.0)
+    retrieve: float | None = Field(None, gt=0.0)
+    segment: float | None = Field(None, gt=0.0)
+    contract: float | None = Field(None, gt=0.0)
+    curator: float | None = Field(None, gt=0.0)
+
+
+class AdapterMinBatches(PerAdapter):
+    """`sft.adapter_min_batches`: per-adapter override of `sft.min_batches_per_adapter`."""
+
+    act: int | None = Field(None, ge=0)
+    retrieve: int | None = Field(None, ge=0)
+    segment: int | None = Field(None, ge=0)
+    contract: int | None = Field(None, ge=0)
+    curator: int | None = Field(None, ge=0)
+
+
+class EndpointConfig(Section):
+    """An OpenAI-compatible chat endpoint (an opponent in the pool, or the SFT teacher); unset `base_url`:
+    none configured."""
+
+    base_url: str | None = Field(None, description="API root incl. /v1, e.g. http://127.0.0.1:8000/v1")
+    model: str | None = None
+    api_key_env: str | None = Field(None, description="environment variable holding the API key; None: no key")
+    timeout_s: float = Field(60.0, gt=0.0, description="per request")
+    max_retries: int = Field(2, ge=0, description="on connection errors, timeouts, 408/409/429/5xx")
+    concurrency: int = Field(8, ge=1, description="requests in flight")
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url and self.model)
+
+    @model_validator(mode="after")
+    def _url(self) -> EndpointConfig:
+        if self.base_url and not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url {self.base_url!r}: expected an http:// or https:// URL ending in the API "
+                             "root, e.g. http://127.0.0.1:8000/v1")
+        return self
+
+    def require(self, who: str) -> None:
+        missing = [f"{who}.endpoint.{k}" for k in ("base_url", "model") if not getattr(self, k)]
+        if missing:
+            raise ValueError(f"{who} needs {' and '.join(missing)} (an OpenAI-compatible endpoint, e.g. "
+                             f"{who}.endpoint.base_url=http://127.0.0.1:8000/v1)")
 
 
 class EngineConfig(Section):
@@ -97,8 +201,7 @@ class SamplingConfig(Section):
 
     temperature: float = Field(1.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
-    eval_temperature: float = Field(0.3, ge=0.0)
-    max_tokens: dict[str, int] = {"act": 96, "retrieve": 16, "segment": 64, "contract": 256, "curator": 32}
+    max_tokens: MaxTokens = MaxTokens()
 
 
 class SeedRange(Section):
@@ -135,28 +238,19 @@ class SeedsConfig(Section):
 
 
 class OpponentPoolConfig(Section):
-    """Who fills the other seats in self-play (DESIGN.md §6)."""
+    """Who fills the other seats in self-play (DESIGN.md §6): draw weights, and the endpoint of `openai`."""
 
     current: float = Field(0.5, ge=0.0)
     frozen: float = Field(0.3, ge=0.0)
     expert: float = Field(0.1, ge=0.0)
     random: float = Field(0.1, ge=0.0)
     openai: float = Field(0.0, ge=0.0)
-    openai_base_url: str | None = Field(None, description="OpenAI-compatible API root incl. /v1, e.g. http://127.0.0.1:8000/v1")
-    openai_model: str | None = None
-    openai_api_key_env: str | None = Field(None, description="environment variable holding the API key; None: no key")
-    openai_timeout_s: float = Field(30.0, gt=0.0, description="per request")
-    openai_max_retries: int = Field(2, ge=0, description="on connection errors, timeouts, 408/409/429/5xx")
+    endpoint: EndpointConfig = EndpointConfig()
 
     @model_validator(mode="after")
     def _openai_endpoint(self) -> OpponentPoolConfig:
-        missing = [key for key in ("openai_base_url", "openai_model") if not getattr(self, key)]
-        if self.openai > 0 and missing:
-            raise ValueError(f"openai weight {self.openai} > 0 needs {' and '.join(missing)} (an OpenAI-compatible "
-                             "endpoint, e.g. openai_base_url=http://127.0.0.1:8000/v1); or set openai=0")
-        if self.openai_base_url and not self.openai_base_url.startswith(("http://", "https://")):
-            raise ValueError(f"openai_base_url {self.openai_base_url!r}: expected an http:// or https:// URL "
-                             "ending in the API root, e.g. http://127.0.0.1:8000/v1")
+        if self.openai > 0:
+            self.endpoint.require("rollout.opponents")
         return self
 
 
@@ -186,15 +280,45 @@ def _default_games() -> dict[str, GameConfig]:
     return {key: GameConfig(reward_scale=scales[key]) for key in GAME_KEYS}
 
 
-class SkillBankConfig(Section):
-    """The skill-bank agent's thresholds (DESIGN.md §4, issue 6)."""
+class BoundaryConfig(Section):
+    """Boundary proposal: where a trajectory may split into segments (feature changes around a step)."""
 
-    use_model: bool = True
-    eff_freq: float = Field(0.5, gt=0.0, le=1.0)
-    pass_threshold: float = Field(0.7, gt=0.0, le=1.0)
-    boundary_radius: int = Field(2, ge=0)
-    boundary_threshold: float = Field(1.0, ge=0.0)
+    radius: int = Field(2, ge=0, description="steps on each side whose features a boundary score compares")
+    threshold: float = Field(1.0, ge=0.0, description="boundary score above which a step is a candidate cut")
+
+
+class SegmentationConfig(Section):
+    """Segmentation: the DP over candidate cuts labelling segments with skills (or NEW)."""
+
     new_skill_penalty: float = Field(1.0, ge=0.0)
+    duration_prior: dict[str, float] = Field(
+        default_factory=lambda: {"2048": 6.0, "candy_crush": 4.0, "tetris": 5.0, "mario": 8.0, "avalon": 4.0,
+                                 "diplomacy": 3.0},
+        description="typical segment length (steps) per game: the segmentation's duration prior")
+    max_len: int = Field(40, ge=1, description="longest segment (steps)")
+    margin: float = Field(1.0, ge=0.0, description="label margins below this go to the segment adapter")
+    rank_weight: float = Field(1.0, ge=0.0, description="score bonus of the segment adapter's first choice")
+    max_prompts: int = Field(16, ge=0, description="segment-adapter prompts per update")
+
+
+class ContractConfig(Section):
+    """Contract learning: which literals are a skill's effects, and when an instance passes."""
+
+    eff_freq: float = Field(0.5, gt=0.0, le=1.0, description="a literal holding in this share of instances is an effect")
+    pass_threshold: float = Field(0.7, gt=0.0, le=1.0)
+    literal_window: int = Field(2, ge=1, description="steps in a segment's start and end windows")
+    trivial_literal_rate: float = Field(0.8, gt=0.0, le=1.0,
+                                        description="literals holding in this share of all segments are not effects")
+    min_literals: int = Field(2, ge=1, description="a materialized skill's contract has at least this many")
+    refresh: int = Field(
+        4, ge=0, description="per update, skills that gained evidence (most first) whose protocol the contract "
+                             "adapter rewrites, besides the skills maintenance created or changed")
+    evidence_limit: int = Field(32, ge=1, description="recent instances kept per skill")
+
+
+class MaintenanceConfig(Section):
+    """Bank maintenance: the operations proposed to the curator (materialize, merge, split, retire)."""
+
     min_instances: int = Field(3, ge=1)
     merge_jaccard: float = Field(0.85, gt=0.0, le=1.0)
     split_pass_rate: float = Field(0.7, gt=0.0, le=1.0)
@@ -202,27 +326,21 @@ class SkillBankConfig(Section):
     retire_after: int = Field(5, ge=1, description="R: iterations unused before retirement")
     score_floor: float = Field(0.2, ge=0.0, le=1.0)
     max_skills: int = Field(64, ge=1)
-    queue_size: int = Field(8, ge=1)
-    group_size: int = Field(4, ge=1)
-    literal_window: int = Field(2, ge=1, description="steps in a segment's start and end windows")
-    trivial_literal_rate: float = Field(0.8, gt=0.0, le=1.0,
-                                        description="literals holding in this share of all segments are not effects")
-    min_literals: int = Field(2, ge=1, description="a materialized skill's contract has at least this many")
-    duration_prior: dict[str, float] = Field(
-        default_factory=lambda: {"2048": 6.0, "candy_crush": 4.0, "tetris": 5.0, "mario": 8.0, "avalon": 4.0,
-                                 "diplomacy": 3.0},
-        description="typical segment length (steps) per game: the segmentation's duration prior")
-    max_segment_len: int = Field(40, ge=1)
-    segment_margin: float = Field(1.0, ge=0.0, description="label margins below this go to the segment adapter")
-    segment_rank_weight: float = Field(1.0, ge=0.0, description="score bonus of the segment adapter's first choice")
-    max_segment_prompts: int = Field(16, ge=0)
-    contract_refresh: int = Field(
-        4, ge=0, description="per update, skills that gained evidence (most first) whose protocol the contract "
-                             "adapter rewrites, besides the skills maintenance created or changed")
-    heldout_every: int = Field(4, ge=2, description="every k-th trajectory (sorted by episode id) is held out")
-    evidence_limit: int = Field(32, ge=1, description="recent instances kept per skill")
     pending_limit: int = Field(256, ge=1, description="NEW instances kept for materialization")
     size_penalty: float = Field(0.005, ge=0.0, description="bank quality penalty per skill")
+
+
+class SkillBankConfig(Section):
+    """The skill-bank agent (DESIGN.md §4): its stages' thresholds, and how it runs."""
+
+    use_model: bool = True
+    queue_size: int = Field(8, ge=1)
+    group_size: int = Field(4, ge=1, description="samples per bank-adapter prompt (GRPO group)")
+    heldout_every: int = Field(4, ge=2, description="every k-th trajectory (sorted by episode id) is held out")
+    boundaries: BoundaryConfig = BoundaryConfig()
+    segmentation: SegmentationConfig = SegmentationConfig()
+    contracts: ContractConfig = ContractConfig()
+    maintenance: MaintenanceConfig = MaintenanceConfig()
 
 
 class LearnerConfig(Section):
@@ -233,7 +351,7 @@ class LearnerConfig(Section):
     offload_optimizer: bool = False
     ranks: int = Field(1, ge=1)
     lr: float = Field(1e-5, gt=0.0)
-    adapter_lr: dict[str, float] = {}
+    adapter_lr: AdapterLearningRates = AdapterLearningRates()
     epochs: int = Field(1, ge=1)
     micro_batch_size: int = Field(8, ge=1)
     eps_low: float = Field(0.2, ge=0.0)
@@ -244,17 +362,13 @@ class LearnerConfig(Section):
     gamma: float = Field(1.0, ge=0.0, le=1.0)
     bf16: bool | None = Field(None, description="None: bf16 on GPU, float32 on CPU")
 
-    @field_validator("adapter_lr")
-    @classmethod
-    def _known_adapters(cls, value: dict[str, float]) -> dict[str, float]:
-        return known_adapter_keys(value)
-
 
 class SftConfig(Section):
     """Cold-start SFT on teacher data."""
 
     enabled: bool = True
     teacher: Literal["bots", "openai"] = "bots"
+    endpoint: EndpointConfig = EndpointConfig()
     episodes_per_game: int = Field(60, ge=1)
     max_steps: int | None = Field(None, ge=1, description="horizon of teacher episodes (None: the game's own)")
     max_examples_per_adapter: int = Field(2000, ge=1, description="cap on SFT examples per adapter (evenly spread)")
@@ -262,23 +376,10 @@ class SftConfig(Section):
     min_batches_per_adapter: int = Field(
         0, ge=0, description="repeat an adapter's few examples (more epochs) until it gets at least this many "
                              "optimizer batches; the bank adapters often have a handful of teacher examples")
-    adapter_min_batches: dict[str, int] = Field(
-        {}, description="per-adapter override of min_batches_per_adapter, e.g. {contract: 150}: a long JSON answer "
-                        "needs far more passes over its few examples than a one-line verdict")
+    adapter_min_batches: AdapterMinBatches = Field(
+        AdapterMinBatches(), description="per-adapter override of min_batches_per_adapter, e.g. contract: 150: a "
+                                         "long JSON answer needs far more passes over its few examples than a verdict")
     lr: float = Field(1e-4, gt=0.0)
-    openai_base_url: str | None = Field(None, description="OpenAI-compatible API root incl. /v1, e.g. http://127.0.0.1:8000/v1")
-    openai_model: str | None = None
-    openai_api_key_env: str | None = Field(None, description="environment variable holding the API key; None: no key")
-    openai_timeout_s: float = Field(60.0, gt=0.0, description="per request")
-    openai_max_retries: int = Field(2, ge=0, description="on connection errors, timeouts, 408/409/429/5xx")
-    openai_concurrency: int = Field(8, ge=1, description="teacher requests in flight")
-
-    @field_validator("adapter_min_batches")
-    @classmethod
-    def _known_adapters(cls, value: dict[str, int]) -> dict[str, int]:
-        if any(n < 0 for n in known_adapter_keys(value).values()):
-            raise ValueError("adapter_min_batches must be >= 0")
-        return value
 
     def min_batches(self) -> dict[str, int]:
         """Minimum SFT optimizer batches of every adapter (the per-adapter override, else the common floor)."""
@@ -286,13 +387,8 @@ class SftConfig(Section):
 
     @model_validator(mode="after")
     def _openai_endpoint(self) -> SftConfig:
-        missing = [key for key in ("openai_base_url", "openai_model") if not getattr(self, key)]
-        if self.enabled and self.teacher == "openai" and missing:
-            raise ValueError(f"teacher 'openai' needs {' and '.join(missing)} (an OpenAI-compatible endpoint, "
-                             "e.g. openai_base_url=http://127.0.0.1:8000/v1); or use teacher=bots")
-        if self.openai_base_url and not self.openai_base_url.startswith(("http://", "https://")):
-            raise ValueError(f"openai_base_url {self.openai_base_url!r}: expected an http:// or https:// URL "
-                             "ending in the API root, e.g. http://127.0.0.1:8000/v1")
+        if self.enabled and self.teacher == "openai":
+            self.endpoint.require("sft")
         return self
 
 
@@ -301,13 +397,21 @@ class LoopConfig(Section):
 
     iterations: int = Field(10, ge=1)
     staleness: int = Field(1, ge=0)
-    eval_every: int = Field(5, ge=0, description="evaluate on seeds.eval every E iterations (0 = never)")
-    eval_at_start: bool = Field(
-        False, description="also evaluate the cold-start adapters (learner step 0: SFT only) as iteration 0")
-    eval_episodes_single: int = Field(16, ge=1, description="episodes per single-player game (paper: 16)")
-    eval_episodes_per_seat: int = Field(10, ge=1, description="episodes per seat in Avalon/Diplomacy (paper: 10)")
-    eval_opponents: Literal["expert", "random", "self"] = "expert"
     checkpoint_every: int = Field(5, ge=1)
+
+
+class EvalConfig(Section):
+    """The evaluation protocol (COS-PLAY's) on `seeds.eval`, in a run (`every`, `at_start`) and in
+    `coplay eval`: single-player games one episode per eval seed, Avalon/Diplomacy the player at every seat."""
+
+    every: int = Field(5, ge=0, description="evaluate on seeds.eval every E iterations (0 = never)")
+    at_start: bool = Field(
+        False, description="also evaluate the cold-start adapters (learner step 0: SFT only) as iteration 0")
+    episodes: int = Field(16, ge=1, description="episodes per single-player game (paper: 16)")
+    episodes_per_seat: int = Field(10, ge=1, description="episodes per seat in Avalon/Diplomacy (paper: 10)")
+    opponents: Literal["expert", "random", "self"] = "expert"
+    temperature: float = Field(0.3, ge=0.0, description="sampling temperature of evaluated model seats")
+    max_steps: int | None = Field(None, ge=1, description="cap on decisions per episode (None: rollout.max_steps)")
 
 
 class ClusterConfig(Section):
@@ -345,7 +449,7 @@ class CoplayConfig(Section):
 
     run: RunConfig = RunConfig()
     model: ModelConfig = ModelConfig()
-    adapters: dict[str, LoraSpec] = Field(default_factory=_default_adapters)
+    adapters: AdapterSpecs = AdapterSpecs()
     engine: EngineConfig = EngineConfig()
     sampling: SamplingConfig = SamplingConfig()
     games: list[str] = ["2048"]
@@ -356,6 +460,7 @@ class CoplayConfig(Section):
     learner: LearnerConfig = LearnerConfig()
     sft: SftConfig = SftConfig()
     loop: LoopConfig = LoopConfig()
+    eval: EvalConfig = EvalConfig()
     cluster: ClusterConfig = ClusterConfig()
     logging: LoggingConfig = LoggingConfig()
 
@@ -377,14 +482,6 @@ class CoplayConfig(Section):
             raise ValueError(f"games {value}: each must be one of {list(GAME_KEYS)} (at least one)")
         return value
 
-    @field_validator("adapters")
-    @classmethod
-    def _all_adapters(cls, value: dict[str, LoraSpec]) -> dict[str, LoraSpec]:
-        unknown = sorted(set(value) - set(ADAPTER_NAMES))
-        if unknown:
-            raise ValueError(f"unknown adapter(s) {unknown}; expected {list(ADAPTER_NAMES)}")
-        return {name: value.get(name, LoraSpec()) for name in ADAPTER_NAMES}
-
     @field_validator("game")
     @classmethod
     def _game_keys(cls, value: dict[str, GameConfig]) -> dict[str, GameConfig]:
@@ -396,89 +493,3 @@ class CoplayConfig(Section):
     def to_yaml(self) -> str:
         """The resolved config as YAML (what a run folder's `config.yaml` holds)."""
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
-
-
-def _format_errors(err: ValidationError, source: str) -> str:
-    lines = [f"invalid config ({source}):"]
-    for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"]) or "<root>"
-        if e["type"] == "extra_forbidden":
-            lines.append(f"  {key}: unknown key (value {e['input']!r}); check the spelling against `coplay config show`")
-        else:
-            lines.append(f"  {key}: {e['msg']} (got {e['input']!r})")
-    return "\n".join(lines)
-
-
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """`learner.lr=2e-5` -> (['learner', 'lr'], 2e-05). Values are parsed as YAML scalars/lists."""
-    key, sep, raw = text.partition("=")
-    if not sep or not key.strip():
-        raise ConfigError(f"override {text!r}: expected KEY=VALUE with a dotted key, e.g. learner.lr=2e-5")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"override {text!r}: value {raw!r} is not valid YAML: {exc}") from None
-    return key.strip().split("."), value
-
-
-def apply_override(data: dict[str, Any], path: list[str], value: Any, known: dict[str, Any]) -> None:
-    """Set `path` in the raw dict `data`; `known` is the default tree, used to reject unknown keys early."""
-    node, ref = data, known
-    for i, part in enumerate(path):
-        if isinstance(ref, dict) and part not in ref and not _is_open_mapping(path[:i]):
-            allowed = ", ".join(sorted(ref)) if isinstance(ref, dict) else ""
-            raise ConfigError(f"override {'.'.join(path)}: unknown key {part!r}; allowed here: {allowed}")
-        ref = ref.get(part, {}) if isinstance(ref, dict) else {}
-        if i == len(path) - 1:
-            node[part] = value
-        else:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"override {'.'.join(path)}: {'.'.join(path[: i + 1])} is not a mapping")
-
-
-def _is_open_mapping(prefix: list[str]) -> bool:
-    """Mappings whose keys are data, not schema (validated by their own validators)."""
-    return prefix in (["game"], ["adapters"], ["learner", "adapter_lr"], ["sampling", "max_tokens"]) or (
-        len(prefix) == 3 and prefix[0] == "game" and prefix[2] == "env_kwargs"
-    )
-
-
-def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    """`top` over `base`, recursively for mappings (so a file may set one nested key)."""
-    out = dict(base)
-    for key, value in top.items():
-        key = str(key)
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> CoplayConfig:
-    """Load YAML (optional), apply dotted overrides, validate. Raises `ConfigError` with every problem."""
-    data: dict[str, Any] = {}
-    source = "defaults"
-    if path is not None:
-        source = str(path)
-        try:
-            loaded = yaml.safe_load(Path(path).read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"config file {path} does not exist") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"config file {path}: top level must be a mapping, got {type(loaded).__name__}")
-        data = loaded or {}
-    known = CoplayConfig().model_dump(mode="json")
-    data = _deep_merge(known, data)
-    for text in overrides or []:
-        key_path, value = parse_override(text)
-        apply_override(data, key_path, value, known)
-    if overrides:
-        source = f"{source} + overrides {overrides}"
-    try:
-        return CoplayConfig.model_validate(data)
-    except ValidationError as err:
-        raise ConfigError(_format_errors(err, source)) from None

@@ -1,4 +1,6 @@
-"""The deterministic co-evolution schedule (DESIGN.md §6): which versions each iteration uses.
+"""The deterministic co-evolution schedule (DESIGN.md §6): which versions each iteration uses, and the two
+records of what exists: `VersionLedger` (learner step -> adapter versions) and `BankSchedule` (iteration ->
+bank versions).
 
 Iterations are numbered from 1; learner step 0 is the starting point (the cold-start SFT result, or the
 fresh adapters), and learner step k trains on the rollouts of iteration k. Bank version j is the bank built
@@ -59,6 +61,57 @@ class VersionLedger:
             raise KeyError(f"learner step {step} has not happened (latest: {max(self.steps)})")
         return dict(self.steps[step])
 
+    def latest(self) -> dict[str, int]:
+        """The adapter versions after the newest learner step."""
+        return self.at(self.latest_step)
+
     @property
     def latest_step(self) -> int:
         return max(self.steps)
+
+    def act_versions(self) -> list[int]:
+        """Every `act` version any learner step produced (the frozen-opponent candidates)."""
+        return sorted({v["act"] for v in self.steps.values() if "act" in v})
+
+    def to_json(self) -> dict[str, dict[str, int]]:
+        return {str(k): dict(v) for k, v in self.steps.items()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, dict[str, int]]) -> VersionLedger:
+        return cls({int(k): {a: int(v) for a, v in vs.items()} for k, vs in data.items()})
+
+
+@dataclass
+class BankSchedule:
+    """Bank versions by iteration: iteration j -> {bank key: version} built from iterations <= j (j = 0:
+    the initial banks). Iteration j's update changes some keys; the others keep their versions."""
+
+    built: dict[int, dict[str, int]]
+
+    @classmethod
+    def start(cls, initial: dict[str, int]) -> BankSchedule:
+        return cls({0: dict(initial)})
+
+    def record(self, iteration: int, changed: dict[str, int]) -> dict[str, int]:
+        """Record the banks built from iterations <= `iteration` (the next one) with the keys it changed."""
+        last = max(self.built)
+        if iteration != last + 1:
+            raise ValueError(f"bank versions of iteration {iteration} recorded after iteration {last}: "
+                             "iterations must be consecutive")
+        self.built[iteration] = {**self.built[last], **changed}
+        return dict(self.built[iteration])
+
+    def latest(self) -> dict[str, int]:
+        """The newest bank versions."""
+        return dict(self.built[max(self.built)])
+
+    def for_iteration(self, iteration: int) -> dict[str, int]:
+        """The bank versions the rollouts of `iteration` play with (`bank_version_for`)."""
+        return dict(self.built[bank_version_for(iteration)])
+
+    def to_json(self) -> dict[str, dict[str, int]]:
+        return {str(j): dict(v) for j, v in self.built.items()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, dict[str, int]]) -> BankSchedule:
+        return cls({int(j): {key: int(v) for key, v in vs.items()} for j, vs in data.items()})

@@ -4,27 +4,28 @@
     base              the configured base model without adapters (no skills), through the configured engine
     model             a run's `act` and `retrieve` adapters at learner step K (default: the newest step on
                       disk), loaded from `adapters/<a>/v<n>/` into the engine, with the run's newest banks
-    openai            the OpenAI-compatible endpoint of `rollout.opponents.openai_*` (same prompts, parsing)
+    openai            the OpenAI-compatible endpoint of `rollout.opponents.endpoint` (same prompts, parsing)
 
 Skills come from the banks of the players that have them (a run's `model`); every model seat of one
-evaluation sees the same banks. The protocol is `coplay.eval`'s (seeds.eval, 16 episodes per single-player game, 10 per seat in Avalon and
-Diplomacy, eval temperature); this module only builds the players and the engine, runs the plans in this
-process and writes `eval/<name>.json` + `.md`. No ray; the engine backend is imported only when a model plays.
+evaluation sees the same banks. The protocol is the config's `eval` section (seeds.eval, 16 episodes per
+single-player game, 10 per seat in Avalon and Diplomacy, eval temperature); this module builds the players,
+plays through `coplay.eval.runner` in this process and writes `eval/<name>.json` + `.md`. No ray.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import coplay_envs
 from coplay.config import CoplayConfig
-from coplay.eval import EvalProtocol, eval_plans, evaluated, summarize_eval, write_eval
-from coplay.iteration import MULTI_SEAT, model_seat
-from coplay.rollout.model_episodes import RunnerContext, SeatPlayer, play_episodes
+from coplay.driver.plans import model_seat
+from coplay.eval.protocol import eval_plans, evaluated, summarize_eval, write_eval
+from coplay.eval.runner import open_engine, play_plans
+from coplay.rollout.model_episodes import SeatPlayer
 from coplay.runs import RunDir
 
 PLAYERS = ("expert", "random", "base", "model", "openai")
@@ -87,11 +88,11 @@ def make_player(spec: str, cfg: CoplayConfig, run: RunDir | None, step: int | No
     seat = model_seat(cfg, {"act": 0, "retrieve": 0}, evaluation=True)
     if spec == "base":
         return EvalPlayer(spec, SeatPlayer("model", replace(seat, act=None, retrieve=None)),
-                          detail={"model": cfg.model.name_or_path, "adapters": None})
+                          detail={"model": cfg.model.name, "adapters": None})
     if spec == "openai":
         from coplay.agent.openai_player import OpenAIEndpoint
 
-        endpoint = OpenAIEndpoint.from_config(cfg.rollout.opponents)
+        endpoint = OpenAIEndpoint.from_config(cfg.rollout.opponents.endpoint)
         return EvalPlayer(spec, SeatPlayer("openai", seat, endpoint),
                           detail={"endpoint": endpoint.base_url, "endpoint_model": endpoint.model})
     if spec == "model":
@@ -107,94 +108,47 @@ def make_player(spec: str, cfg: CoplayConfig, run: RunDir | None, step: int | No
     raise ValueError(f"player {spec!r}: expected one of {', '.join(PLAYERS)}")
 
 
-def _skills_for(banks: dict[str, Any]) -> Any:
-    from coplay.agent.bank_view import BankSkills
-    from coplay.skills.schema import bank_key_for
-
-    def skills(game: str, role: str) -> Any:
-        bank = banks.get(bank_key_for(game, role=role))
-        return BankSkills(bank) if bank is not None and bank.skills else None
-
-    return skills
-
-
-def run_eval(cfg: CoplayConfig, player: EvalPlayer, opponent: EvalPlayer | None, protocol: EvalProtocol,
-             engine: Any = None) -> tuple[dict[str, Any], int]:
-    """Play the protocol's episodes in this process; returns (results, trajectories evaluated)."""
-    import coplay_envs
-
+def run_players(cfg: CoplayConfig, player: EvalPlayer, opponent: EvalPlayer | None,
+                engine: Any = None) -> tuple[dict[str, Any], int]:
+    """Play the protocol's episodes (`cfg.eval`) in this process; returns (results, trajectories evaluated)."""
     kind = "self" if opponent is None else opponent.spec if opponent.spec in ("expert", "random") else "expert"
-    plans = eval_plans(cfg, player.seat, replace(protocol, opponents=kind), player.spec)
+    plans = eval_plans(cfg, player.seat, player.spec, cfg.eval.model_copy(update={"opponents": kind}))
     if opponent is not None and opponent.spec not in ("expert", "random"):
         for plan in plans:
-            if plan.game in MULTI_SEAT:
+            if coplay_envs.seats(plan.game):
                 plan.default = opponent.seat
     banks = {**(opponent.banks if opponent else {}), **player.banks}
-    ctx = RunnerContext(engine=engine, rules=coplay_envs.rules, skills_for=_skills_for(banks), run_seed=cfg.seeds.run)
-    trajectories = evaluated(asyncio.run(play_episodes(ctx, plans, cfg.rollout.concurrent_episodes)), plans)
+    trajectories = evaluated(play_plans(cfg, plans, engine, banks), plans)
     return summarize_eval(trajectories), len(trajectories)
 
 
-def _engine_for(cfg: CoplayConfig, players: list[EvalPlayer]) -> Any:
-    from coplay.engines.adapters import adapter_bundle
-    from coplay.engines.base import parse_engine_name
-    from coplay.engines.factory import make_engine
-
-    engine = make_engine(cfg.model, cfg.engine, seed=cfg.seeds.run)
-    try:
-        for p in players:
-            for name, folder in p.adapters.items():
-                adapter, version = parse_engine_name(name)
-                files, sha256 = adapter_bundle(folder)
-                engine.load_adapter(adapter, version, files, sha256)
-    except BaseException:
-        engine.close()  # the engine may hold processes (vLLM); the load error propagates
-        raise
-    return engine
-
-
-def eval_command(args: Any) -> int:
-    """`coplay eval [RUN_DIR] --policy P [--opponents O] ...` (see cli.py for the flags)."""
-    from coplay.config import load_config
-
-    run_dir, overrides = args.run_dir, list(args.overrides)
-    if run_dir and "=" in run_dir and not Path(run_dir).is_dir():  # no run folder: argparse took an override
-        run_dir, overrides = None, [run_dir, *overrides]
-    run = RunDir.open(run_dir) if run_dir else None
-    config = args.config or (str(run.config_path) if run else None)
-    overrides += [f"games=[{args.games}]"] if args.games else []
-    cfg = load_config(config, overrides)
-    protocol = EvalProtocol(
-        episodes_single=cfg.loop.eval_episodes_single if args.episodes is None else args.episodes,
-        episodes_per_seat=cfg.loop.eval_episodes_per_seat if args.episodes_per_seat is None else args.episodes_per_seat,
-        max_steps=args.max_steps)
-    if protocol.episodes_single < 1 or protocol.episodes_per_seat < 1:
-        raise ValueError(f"--episodes {protocol.episodes_single} / --episodes-per-seat {protocol.episodes_per_seat}: "
-                         "expected at least 1")
-    opponents = args.opponents or cfg.loop.eval_opponents
+def run_evaluation(cfg: CoplayConfig, policy: str, opponents: str | None, run: RunDir | None, step: int | None,
+                   out: Path | None = None, name: str | None = None) -> tuple[Path, Path]:
+    """`coplay eval`: evaluate `policy` against `opponents` (default `eval.opponents`) on the protocol of
+    `cfg.eval`; writes `<name>.json` and `.md` under `out` (default the run's `eval/`, else
+    `<run.out_dir>/eval`) and returns their paths."""
+    opponents = opponents or cfg.eval.opponents
     if opponents not in OPPONENTS:
         raise ValueError(f"--opponents {opponents!r}: expected one of {', '.join(OPPONENTS)}")
-    player = make_player(args.policy, cfg, run, args.step)
-    opponent = None if opponents == "self" else make_player(opponents, cfg, run, args.step)
-    needs_engine = player.needs_engine or (opponent is not None and opponent.needs_engine)
+    player = make_player(policy, cfg, run, step)
+    opponent = None if opponents == "self" else make_player(opponents, cfg, run, step)
+    seated = [p for p in (player, opponent) if p is not None]
     started = time.perf_counter()
-    engine = _engine_for(cfg, [p for p in (player, opponent) if p is not None]) if needs_engine else None
+    engine = open_engine(cfg, {k: v for p in seated for k, v in p.adapters.items()}) \
+        if any(p.needs_engine for p in seated) else None
     try:
-        results, n = run_eval(cfg, player, opponent, protocol, engine)
+        results, n = run_players(cfg, player, opponent, engine)
     finally:
         if engine is not None:
             engine.close()
-    out = Path(args.out) if args.out else (run.eval if run else Path(cfg.run.out_dir) / "eval")
-    name = args.name or f"{args.policy}{'-step' + str(player.detail['learner_step']) if args.policy == 'model' else ''}"
-    meta = {"player": args.policy, "opponents": opponents, "games": list(cfg.games),
-            "episodes_single": protocol.episodes_single, "episodes_per_seat": protocol.episodes_per_seat,
-            "max_steps": protocol.max_steps, "seeds_eval_start": cfg.seeds.eval.start,
-            "temperature": cfg.sampling.eval_temperature, "trajectories": n,
+    out = out or (run.eval if run else Path(cfg.run.out_dir) / "eval")
+    name = name or f"{policy}{'-step' + str(player.detail['learner_step']) if policy == 'model' else ''}"
+    meta = {"player": policy, "opponents": opponents, "games": list(cfg.games),
+            "episodes_single": cfg.eval.episodes, "episodes_per_seat": cfg.eval.episodes_per_seat,
+            "max_steps": cfg.eval.max_steps or cfg.rollout.max_steps, "seeds_eval_start": cfg.seeds.eval.start,
+            "temperature": cfg.eval.temperature, "trajectories": n,
             "seconds": round(time.perf_counter() - started, 1), "run": str(run.root) if run else None,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **player.detail}
-    if args.policy == "model":
+    if policy == "model":
         meta["iteration"] = player.detail["learner_step"]
-    json_path, md_path = write_eval(out, name, results, meta)
-    print(md_path.read_text(), end="")
-    print(f"written {json_path} and {md_path}")
-    return 0
+    return write_eval(out, name, results, meta)

@@ -1,0 +1,12 @@
+"""The driver's side of the co-evolution loop (`coplay/loop.py` composes these; no ray here).
+
+    schedule.py    which adapter and bank versions each iteration uses; `VersionLedger`, `BankSchedule`
+    plans.py       which episodes an iteration plays, with whom (seeds, GRPO groups, opponent pool)
+    batch.py       rewards and advantages of a learner step's batch; `train_on` (one learner step)
+    records.py     what the loop carries between phases: `IterationData`, `CollectStats`
+    state.py       `LoopState`, the cold start or `--resume` of a run, the checkpoint of the loop state
+    cold_start.py  step 0: fresh adapters, seed banks from expert trajectories, SFT on teacher data
+    evaluation.py  the evaluation protocol on the run's rollout workers
+    metrics.py     the per-iteration metrics record and where it goes (jsonl, TensorBoard, W&B, console)
+    demo.py        `coplay demo` (`make demo`)
+"""

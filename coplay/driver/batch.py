@@ -1,0 +1,70 @@
+"""The training batch of one learner step (DESIGN.md §5): finished trajectories become rewarded,
+advantage-weighted Samples, with the rewards computed against the bank each episode played with; and the
+learner step over them (`train_on`). Pure Python (no ray, no torch): the System does the remote calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from coplay.config import CoplayConfig
+from coplay.driver.metrics import reward_parts
+from coplay.driver.records import IterationData
+from coplay.driver.schedule import VersionLedger
+from coplay.learn.advantages import all_advantages
+from coplay.learn.rewards import assign_rewards
+from coplay.skills.schema import Bank, bank_key_for
+from coplay.types import Sample, TrainStep, Trajectory
+
+
+def bank_lookups(banks: Mapping[str, Bank], traj: Trajectory) -> tuple[Any, Any]:
+    """(contract_of, preconditions_hold) over the bank this trajectory played with."""
+    bank = banks.get(bank_key_for(traj.game, traj.seat, traj.role))
+
+    def contract_of(skill_id: str) -> list[str]:
+        return list(bank.get(skill_id).contract.literals) if bank is not None else []
+
+    def preconditions_hold(skill_id: str, features: Mapping[str, Any]) -> bool:
+        return bank is not None and bank.get(skill_id).expression("preconditions").holds(features)
+
+    return contract_of, preconditions_hold
+
+
+def training_batch(cfg: CoplayConfig, trajectories: list[Trajectory], banks: Mapping[str, Bank],
+                   bank_samples: list[Sample]) -> tuple[list[Sample], dict[str, float]]:
+    """Rewards on every model sample (DESIGN.md §5), then advantages; returns (samples, advantages)."""
+    learners = [t for t in trajectories if t.policy == "model"]
+    for traj in learners:
+        contract_of, holds = bank_lookups(banks, traj)
+        assign_rewards(traj, cfg.game[traj.game].reward_scale, contract_of, holds, cfg.learner.gamma)
+    advantages = all_advantages(learners, bank_samples)
+    samples = [s for t in learners for s in t.samples] + list(bank_samples)
+    return [s for s in samples if s.sample_id in advantages], advantages
+
+
+def nonzero_advantages(samples: list[Sample], advantages: Mapping[str, float]) -> dict[str, int]:
+    """Per adapter, how many samples carry a non-zero advantage (a group with reward variance)."""
+    out: dict[str, int] = {}
+    for s in samples:
+        if advantages.get(s.sample_id, 0.0) != 0.0:
+            out[s.adapter] = out.get(s.adapter, 0) + 1
+    return out
+
+
+def trained_episodes(trajectories: list[Trajectory]) -> list[str]:
+    """Episode ids of the learner's trajectories (recorded per learner step for exactly-once audits)."""
+    return sorted({t.episode_id for t in trajectories if t.policy == "model"})
+
+
+def train_on(system: Any, cfg: CoplayConfig, data: IterationData, ledger: VersionLedger) -> TrainStep:
+    """Learner step j on the samples of iteration j (rewards with the banks those episodes played with);
+    the ledger records the versions it published."""
+    samples, advantages = training_batch(cfg, data.trajectories, system.banks_for(data.bank_versions),
+                                         data.bank_samples)
+    step = system.train(samples, advantages)
+    step.nonzero_advantages = nonzero_advantages(samples, advantages)
+    step.reward_parts = reward_parts(samples)
+    step.trained_iteration, step.trained_episodes = data.iteration, trained_episodes(data.trajectories)
+    ledger.record(data.iteration, step.published)
+    return step

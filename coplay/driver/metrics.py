@@ -1,0 +1,150 @@
+"""An iteration's metrics: the record (one line of `metrics.jsonl`: scores per game with CIs, reward parts
+and losses per adapter, invalid and parse-error rates, versions, bank sizes, timings and throughput) and
+where it goes: `metrics.jsonl` (always), TensorBoard under `tb/`, W&B when configured, and one rich console
+line per iteration (DESIGN.md §7)."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+from coplay.config import LoggingConfig
+from coplay.driver.records import CollectStats, IterationData
+from coplay.eval.stats import summarize
+from coplay.runs import RunDir
+from coplay.types import BankUpdate, Sample, TrainStep, Trajectory
+
+
+def _flat(prefix: str, value: Any, out: dict[str, float]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flat(f"{prefix}/{k}" if prefix else str(k), v, out)
+    elif isinstance(value, bool | int | float) and math.isfinite(float(value)):
+        out[prefix] = float(value)
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN: non-finite numbers become None (and are counted in `nonfinite`)."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class MetricsLog:
+    """One record per iteration to every configured sink."""
+
+    def __init__(self, run: RunDir, cfg: LoggingConfig, run_config: dict[str, Any]) -> None:
+        self.run, self.cfg = run, cfg
+        self.tb = None
+        if cfg.tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tb = SummaryWriter(log_dir=str(run.tb))
+        self.wandb = None
+        if cfg.wandb_project:
+            import wandb
+
+            self.wandb = wandb.init(project=cfg.wandb_project, name=run.root.name, config=run_config,
+                                    dir=str(run.root))
+        self.console = None
+        if cfg.console:
+            from rich.console import Console
+
+            self.console = Console(stderr=True)
+
+    def log(self, iteration: int, record: dict[str, Any]) -> None:
+        record = _finite({"iteration": iteration, **record})
+        self.run.append_metrics(record)
+        flat: dict[str, float] = {}
+        _flat("", record, flat)
+        if self.tb is not None:
+            for key, value in flat.items():
+                self.tb.add_scalar(key, value, iteration)
+            self.tb.flush()
+        if self.wandb is not None:
+            self.wandb.log(flat, step=iteration)
+        if self.console is not None:
+            self.console.print(console_line(iteration, record))
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
+        if self.wandb is not None:
+            self.wandb.finish()
+
+
+def console_line(iteration: int, record: dict[str, Any]) -> str:
+    """One console line per record: an iteration's rollout summary, or what the run's closing records say
+    (the last GRPO step after the final rollouts; the newest versions) instead of an empty rollout line."""
+    if "final_train" in record:
+        train = record["final_train"]
+        return (f"[bold]final GRPO step[/] learner_step={train.get('learner_step')} "
+                f"published={train.get('published', {})}")
+    if "final_versions" in record:
+        return (f"[bold]final[/] versions={record['final_versions']} "
+                f"banks={record.get('final_bank_versions', {})}")
+    scores = " ".join(f"{g}={s['mean']:.1f}" for g, s in record.get("scores", {}).items())
+    return (f"[bold]it {iteration}[/] episodes={record.get('episodes', 0)} "
+            f"tok/s={record.get('generated_tokens_per_s', 0):.0f} {scores} "
+            f"bank={record.get('bank_sizes', {})} versions={record.get('versions', {})}")
+
+
+def score_summary(trajectories: list[Trajectory]) -> dict[str, dict[str, float]]:
+    """Mean score, 95% t-interval, median, min, max per game (the policy's own seats only)."""
+    by_game: dict[str, list[float]] = defaultdict(list)
+    for t in trajectories:
+        if t.policy == "model":
+            by_game[t.game].append(t.score)
+    return {g: summarize(v).as_dict() for g, v in sorted(by_game.items())}
+
+
+def reward_parts(samples: list[Sample]) -> dict[str, dict[str, float]]:
+    """Per adapter: mean, min and max reward and the number of samples a learner step trained on."""
+    rewards: dict[str, list[float]] = defaultdict(list)
+    for s in samples:
+        if s.reward is not None:
+            rewards[s.adapter].append(float(s.reward))
+    return {a: {"mean": sum(v) / len(v), "min": min(v), "max": max(v), "n": len(v)} for a, v in sorted(rewards.items())}
+
+
+TRAIN_KEYS = ("learner_step", "adapters", "trained_tokens", "published", "nonzero_advantages", "reward_parts",
+              "trained_iteration", "trained_episodes")
+
+
+def iteration_record(iteration: int, data: IterationData, stats: CollectStats, bank: BankUpdate,
+                     train: TrainStep | None, versions: dict[str, int], seconds: float,
+                     faults: dict[str, Any], evaluation: dict[str, Any] | None = None,
+                     checkpoint: str | None = None) -> dict[str, Any]:
+    """The whole metrics line of iteration `iteration`: its rollouts (`data`, `stats`, at adapter `versions`),
+    the bank update that ran meanwhile, the learner step of this iteration (if any), what failed and was
+    recovered, the evaluation (if any) and the checkpoint written after it (if any)."""
+    steps = max(1, stats.steps)
+    train_json = train.to_json() if train is not None else {}
+    record: dict[str, Any] = {
+        "iteration": iteration,
+        "episodes": len({t.episode_id for t in data.trajectories}),
+        "scores": score_summary(data.trajectories),
+        "reward_parts": train_json.get("reward_parts", {}),
+        "invalid_rate": stats.invalid_actions / steps,
+        "parse_error_rate": stats.parse_errors / steps,
+        "versions": dict(versions),
+        "bank_versions": dict(data.bank_versions),
+        "bank_sizes": {r["bank_key"]: r.get("size", 0) for r in bank.reports},
+        "bank_samples": {k: v for r in bank.reports for k, v in r.get("samples", {}).items()},
+        "train": {k: v for k, v in train_json.items() if k in TRAIN_KEYS},
+        "timings": {"iteration_s": seconds, "sync_s": stats.sync_s, "rollout_wall_s": stats.wall_seconds,
+                    "generation_s": stats.generation_seconds, "env_s": stats.env_ns / 1e9, "bank_s": stats.bank_s,
+                    "bank_wait_s": stats.bank_wait_s, "train_s": train_json.get("train_seconds", 0.0)},
+        "generated_tokens": stats.generated_tokens,
+        "generated_tokens_per_s": stats.generated_tokens / max(stats.generation_seconds, 1e-9),
+        "faults": faults,
+        "checkpoint": checkpoint,
+    }
+    if evaluation is not None:
+        record["eval"] = evaluation
+    return record

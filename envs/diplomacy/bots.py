@@ -4,12 +4,16 @@ legal order per unit). Both read only `info["view"]`, `info["legal_orders"]` and
 tag and a one-line reason. Constructed as ``Bot(seed=int, agent=<power>)``.
 
 ExpertBot, per phase kind:
-- negotiation: one public message announcing it leaves alone whoever leaves its home centres alone;
+- negotiation (first round of a phase): plans its movement orders for the coming phase, then sends private
+  and public messages derived from them (`negotiation.py`: support offers and requests, an alliance
+  proposal, demilitarised zones, a public stance); later rounds of the same phase: nothing;
 - movement: scores each unit's legal moves (an unowned centre most, neutral above foreign, Fall captures
   above Spring approaches, then distance to the nearest unowned centre) and holds (staying on an unowned
   centre in Fall, guarding a threatened own centre); assigns units greedily to distinct destinations, then
   turns idle units into supports of moves into centres that a foreign unit can also reach, or of holds on
-  threatened centres;
+  threatened centres; when the game has negotiation rounds, units left holding support friendly powers'
+  units instead (`negotiation.offer_supports`: what its messages offered); without negotiation rounds its
+  orders are exactly those of the plain centre seeker (the published expert-vs-random figure);
 - retreats: to an unowned centre, else an own centre, else the place nearest an unowned centre, else disband;
 - adjustments: builds on every free home centre it may (fleet or army by a per-power fleet share), disbands
   the units farthest from its centres.
@@ -26,6 +30,7 @@ import numpy as np
 from coplay_envs.core import BotAction, seed_rng
 from coplay_envs.diplomacy.board import distances_from, supply_centers, unit_type_and_loc
 from coplay_envs.diplomacy.features import threatened
+from coplay_envs.diplomacy.negotiation import friends, negotiation_lines, offer_supports
 from coplay_envs.diplomacy.orders import POWERS
 
 RANDOM_PHRASES: tuple[str, ...] = ("hello", "peace?", "let us work together", "stay out of my way")
@@ -81,8 +86,8 @@ def _moves(orders: list[str]) -> list[tuple[str, str]]:
 
 
 class ExpertBot:
-    """Supply-centre seeker (module docstring). Deterministic given the view; `seed` is accepted for the
-    common bot signature."""
+    """Supply-centre seeker (module docstring). Deterministic given the view and `seed` (the seed fixes
+    its partner preference and when it speaks in public)."""
 
     def __init__(self, seed: int = 0, agent: str | None = None) -> None:
         self.agent = agent
@@ -90,10 +95,8 @@ class ExpertBot:
 
     def act(self, observation: str, info: dict[str, Any]) -> BotAction:
         view, legal_orders = info["view"], info["legal_orders"]
-        power = view["power"]
         if view["stage"] == "negotiation":
-            text = f"{power} will leave alone every power that leaves {power}'s home centres alone."
-            return BotAction(f"to ALL: {text}", "SETUP", "announce a non-aggression stance")
+            return self._negotiation(view, legal_orders)
         if not legal_orders:
             return BotAction("", "POSITION", "nothing to order this phase")
         if view["phase_type"] == "R":
@@ -116,15 +119,32 @@ class ExpertBot:
         distances = distances_from(unit_type, loc)
         return min((distances[t] for t in targets if t in distances), default=20)
 
+    # ------------------------------------------------------------------ negotiation
+    def _negotiation(self, view: dict[str, Any], legal_orders: dict[str, list[str]]) -> BotAction:
+        """Messages derived from the movement orders it will give (`negotiation.py`), in round 1 only."""
+        if view["negotiation_round"] > 1:
+            return BotAction("", "SETUP", "said my piece in round 1; my orders stand")
+        if not legal_orders:
+            return BotAction("", "SETUP", "no units to negotiate about")
+        orders, _, _ = self._plan_movement(view, legal_orders)
+        lines, described = negotiation_lines(view, orders, self.seed)
+        return BotAction("\n".join(lines), "SETUP", "from my planned orders: " + ", ".join(described))
+
     # ------------------------------------------------------------------ movement
     def _movement(self, view: dict[str, Any], legal_orders: dict[str, list[str]]) -> BotAction:
+        orders, intention, reason = self._plan_movement(view, legal_orders)
+        return BotAction("\n".join(orders), intention, reason)
+
+    def _plan_movement(self, view: dict[str, Any],
+                       legal_orders: dict[str, list[str]]) -> tuple[list[str], str, str]:
+        """(orders sorted by location, intention tag, reason) of a movement phase (module docstring)."""
         power = view["power"]
         fall = view["phase"].startswith("F")
         unowned, neutral = self._targets(view)
         mine = set(view["centers"][power])
         foreign_at = {unit[2:5]: name for name in POWERS if name != power for unit in view["units"][name]}
         threatened_mine = set(threatened(view, power, sorted(mine)))
-        units = {loc: orders[0].split()[0] + " " + orders[0].split()[1] for loc, orders in legal_orders.items()}
+        units = {loc: " ".join(orders[0].split()[:2]) for loc, orders in legal_orders.items()}
 
         options: list[tuple[float, str, str, str]] = []  # (score, loc, order, destination)
         for loc, orders in legal_orders.items():
@@ -159,8 +179,12 @@ class ExpertBot:
             chosen.setdefault(loc, (0.0, f"{units[loc]} H", loc))
 
         supports = self._supports(view, legal_orders, chosen, unowned, threatened_mine, foreign_at)
-        orders = [supports.get(loc, chosen[loc][1]) for loc in sorted(legal_orders)]
-        gains = sorted({dest for loc, (_, order, dest) in chosen.items() if dest in unowned and loc not in supports})
+        by_loc = {loc: supports.get(loc, chosen[loc][1]) for loc in sorted(legal_orders)}
+        if view["negotiation_rounds"] > 0:
+            by_loc = offer_supports(by_loc, legal_orders, view, friends(view, power, self.seed))
+        offered = sum(1 for loc, order in by_loc.items() if order != supports.get(loc, chosen[loc][1]))
+        gains = sorted({dest for loc, (_, order, dest) in chosen.items()
+                        if dest in unowned and loc not in supports})
         if gains:
             intention = "COLLECT" if any(dest in neutral for dest in gains) else "ATTACK"
             reason = f"move on centres {', '.join(gains)} with {len(supports)} support(s)"
@@ -168,7 +192,9 @@ class ExpertBot:
             intention, reason = "DEFEND", f"guard threatened centres {', '.join(sorted(threatened_mine))}"
         else:
             intention, reason = "POSITION", "advance units toward the nearest unowned centres"
-        return BotAction("\n".join(orders), intention, reason)
+        if offered:
+            reason += f"; {offered} support(s) offered to other powers"
+        return list(by_loc.values()), intention, reason
 
     @staticmethod
     def _supports(view: dict[str, Any], legal_orders: dict[str, list[str]],
@@ -179,7 +205,8 @@ class ExpertBot:
         contested: dict[str, str] = {}  # supported part of an order ("A PAR - BUR" / "A PAR") -> reason
         for loc, (_, order, dest) in chosen.items():
             words = order.split()
-            if words[2] == "-" and dest in unowned and (dest in foreign_at or threatened(view, power, [dest])):
+            contested_dest = dest in foreign_at or threatened(view, power, [dest])
+            if words[2] == "-" and dest in unowned and contested_dest:
                 contested[" ".join(words[:4])] = dest
             elif words[2] == "H" and loc in threatened_mine:
                 contested[" ".join(words[:2])] = loc
@@ -251,7 +278,8 @@ class ExpertBot:
             builds = [order for order in legal_orders[loc] if order.endswith(" B")]
             fleet_builds = sorted(order for order in builds if order.startswith("F"))
             want_fleet = bool(fleet_builds) and fleets < FLEET_SHARE[power] * (total + 1)
-            order = fleet_builds[0] if want_fleet else next((o for o in builds if o.startswith("A")), builds[0])
+            army = next((o for o in builds if o.startswith("A")), builds[0])
+            order = fleet_builds[0] if want_fleet else army
             fleets += order.startswith("F")
             total += 1
             orders.append(order)

@@ -24,15 +24,27 @@ in the latest negotiation: those before the current movement phase, kept through
 adjustments), ``features`` (`features.py`), ``score``, ``invalid_action`` (a count) and ``invalid_lines``
 (the dropped lines), ``state``.
 
-`info["state"]` is the engine's fast `get_state()` (without its wall-clock timestamp) plus this env's counters,
-the messages and the last phase's orders/results; `reset(options={"state": S})` restores it exactly. The
-game has no randomness: the seed is accepted and changes nothing.
+Start position: ``reset(seed=s)`` starts from the seeded position of `start.py`: the board after a number
+of years of bot play from the standard 1901 opening, drawn in ``start_years`` (default (1, 3): Spring 1902,
+1903 or 1904), by the expert bot with each unit's order replaced by a random legal one with probability
+``start_random_share`` (default 0.3). Same seed, same position, bit for bit; different seeds give different
+positions (a repeat would need the same draws for dozens of unit orders). ``start_years=0`` keeps the
+standard opening for every seed, and ``reset()`` without a seed always gives the standard opening. The
+warm-up is not part of the episode: the horizon of ``max_phases`` engine phases counts from the start position
+(``phases_played`` is 0 there), so every seed gets the same number of engine phases whatever year it starts
+in. Starts are cached per (seed, start_years, start_random_share) in the process, because a GRPO group
+resets to the same seed G times.
+
+`info["state"]` is the engine's fast `get_state()` (without its wall-clock timestamp) plus this env's
+counters, the messages and the last phase's orders/results; `reset(options={"state": S})` restores it exactly
+(a seeded start too: the state holds the position, not the seed). The game itself has no randomness.
 
 Imports `diplomacy` (the engine) and PettingZoo; never imports `coplay`.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -50,19 +62,30 @@ from coplay_envs.diplomacy.orders import (
     resolve_messages,
     resolve_orders,
 )
+from coplay_envs.diplomacy.start import (
+    START_RANDOM_SHARE,
+    START_YEARS,
+    check_random_share,
+    parse_start_years,
+    play_warm_up,
+)
 from coplay_envs.diplomacy.text import describe_phase, render_observation, render_public
 
 RULES: str = (
     "Diplomacy, standard map, 7 powers, 34 supply centres; 18 centres win outright.\n"
-    "Movement: each unit holds (A PAR H), moves (A PAR - BUR), supports (F BRE S A PAR - PIC, A MAR S A PAR)\n"
-    "or convoys (F NTH C A LON - NWY; the army moves A LON - NWY VIA). Equal strength bounces; support is cut\n"
+    "Movement: each unit holds (A PAR H), moves (A PAR - BUR), supports "
+    "(F BRE S A PAR - PIC, A MAR S A PAR)\n"
+    "or convoys (F NTH C A LON - NWY; the army moves A LON - NWY VIA). Equal strength bounces; "
+    "support is cut\n"
     "when the supporting unit is attacked. A dislodged unit retreats (A MUN R BOH) or disbands (A MUN D).\n"
-    "After Fall, a unit standing on a supply centre takes it. In Winter a power builds (F BRE B, A PAR B) on\n"
+    "After Fall, a unit standing on a supply centre takes it. In Winter a power builds "
+    "(F BRE B, A PAR B) on\n"
     "free home centres it owns, up to centres - units, or disbands (A MUN D) down to its centre count.\n"
     "Your action: one order per line, only from your legal orders; an illegal line is dropped and that unit\n"
     "holds. Negotiation rounds before movement: lines 'to FRANCE: <text>' or 'to ALL: <text>' (private to\n"
     f"the recipients, <= {MAX_MESSAGE_CHARS} chars, <= {MAX_MESSAGES_PER_ROUND} lines).\n"
-    "Reward: change in your centres each phase, + centres/18 at the end (20 phases played)."
+    "Start: by default a seeded position, reached by 1-3 years of bot play from the 1901 opening.\n"
+    "Reward: change in your centres each phase, + centres/18 at the end (20 phases played from the start)."
 )
 
 STATE_FORMAT = "coplay-diplomacy-1"
@@ -73,7 +96,8 @@ SOLO_CENTERS = 18
 
 
 def _copy_last(last: dict[str, Any]) -> dict[str, Any]:
-    """A copy of the last phase's record: {"phase": str, "orders": {power: [order]}, "results": {unit: [str]}}."""
+    """A copy of the last phase's record:
+    {"phase": str, "orders": {power: [order]}, "results": {unit: [str]}}."""
     return {"phase": last["phase"],
             "orders": {power: list(orders) for power, orders in last["orders"].items()},
             "results": {unit: list(results) for unit, results in last["results"].items()}}
@@ -91,14 +115,18 @@ class DiplomacyEnv(ParallelEnv):
 
     metadata = {"name": "diplomacy_v0", "render_modes": ["human", "ansi"], "is_parallelizable": True}
 
-    def __init__(self, max_phases: int = 20, negotiation_rounds: int = 1, render_mode: str | None = None) -> None:
+    def __init__(self, max_phases: int = 20, negotiation_rounds: int = 1, render_mode: str | None = None, *,
+                 start_years: int | tuple[int, int] | list[int] = START_YEARS,
+                 start_random_share: float = START_RANDOM_SHARE) -> None:
         if max_phases < 1 or negotiation_rounds < 0:
-            raise ValueError(f"max_phases={max_phases} (expected >= 1), negotiation_rounds={negotiation_rounds}"
-                             " (expected >= 0)")
+            raise ValueError(f"max_phases={max_phases} (expected >= 1), "
+                             f"negotiation_rounds={negotiation_rounds} (expected >= 0)")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r}; expected one of {self.metadata['render_modes']}")
         self.max_phases = max_phases
         self.negotiation_rounds = negotiation_rounds
+        self.start_years = parse_start_years(start_years)
+        self.start_random_share = check_random_share(start_random_share)
         self._configured = (max_phases, negotiation_rounds)  # a restored state may override until next reset
         self.render_mode = render_mode
         self.possible_agents: list[str] = list(POWERS)
@@ -127,6 +155,8 @@ class DiplomacyEnv(ParallelEnv):
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
         state = (options or {}).get("state")
         self._game = Game()
+        if state is None and seed is not None and self.start_years[1] > 0:
+            state = self._seeded_start(seed)
         if state is None:
             self.max_phases, self.negotiation_rounds = self._configured
             self._phases_played = 0
@@ -169,7 +199,7 @@ class DiplomacyEnv(ParallelEnv):
                 count = self._engine["builds"][power]["count"] if phase_type == "A" else 0
                 index = LegalOrderIndex(self._legal.get(power, {}))
                 resolution = resolve_orders(texts[power], index, phase_type, count)
-                if resolution.orders:  # canonical legal orders: the engine's re-parsing (expand) is not needed
+                if resolution.orders:  # canonical legal orders: no re-parsing by the engine (expand)
                     game.set_orders(power, resolution.orders, expand=False)
                 invalid[power] = (resolution.invalid_count, resolution.invalid_lines)
             phase_data = game.process()
@@ -219,6 +249,16 @@ class DiplomacyEnv(ParallelEnv):
         self._legal = {power: {loc: sorted(possible[loc]) for loc in orderable[power]} for power in POWERS}
 
     # ------------------------------------------------------------------ state
+    def _seeded_start(self, seed: int) -> dict[str, Any]:
+        """The state of the seeded start position (module docstring), with this env's configured horizon
+        and negotiation rounds, no phase played yet and no messages."""
+        start = json.loads(_start_position(seed, self.start_years, self.start_random_share))
+        max_phases, rounds = self._configured
+        return {"format": STATE_FORMAT, "engine": start["engine"], "phases_played": 0,
+                "max_phases": max_phases, "negotiation_rounds": rounds,
+                "stage": "negotiation" if rounds else "orders", "round": 1 if rounds else 0,
+                "agents": start["agents"], "messages": [], "last": start["last"]}
+
     def state_dict(self) -> dict[str, Any]:
         """`info["state"]`: everything needed to continue this game exactly (JSON-serialisable)."""
         return {
@@ -288,7 +328,8 @@ class DiplomacyEnv(ParallelEnv):
 
     def _legal_actions(self, view: dict[str, Any]) -> list[str]:
         if view["stage"] == "negotiation":
-            return [""] + [f"to {other}: <text>" for other in ["ALL"] + view["alive"] if other != view["power"]]
+            others = [other for other in ["ALL"] + view["alive"] if other != view["power"]]
+            return [""] + [f"to {other}: <text>" for other in others]
         orders = sorted(order for orders in view["legal_orders"].values() for order in orders)
         return orders or [""]
 
@@ -336,3 +377,13 @@ class DiplomacyEnv(ParallelEnv):
 
     def close(self) -> None:
         self._game = None
+
+
+@functools.lru_cache(maxsize=1024)
+def _start_position(seed: int, years: tuple[int, int], random_share: float) -> str:
+    """JSON of a seeded start (engine state, live powers, last phase), played on a scratch env with no
+    negotiation. Cached as an immutable string: G episodes of a GRPO group reset to the same seed."""
+    scratch = DiplomacyEnv(max_phases=10**6, negotiation_rounds=0, start_years=0)
+    play_warm_up(scratch, seed, years, random_share)
+    state = scratch.state_dict()
+    return json.dumps({"engine": state["engine"], "agents": state["agents"], "last": state["last"]})

@@ -4,7 +4,9 @@ random power in the same seat with the same opponents' seeds, over seeded games.
 Game g puts the measured seat at ``POWERS[g % 7]`` (every power in turn); the six other powers are
 `RandomBot`s seeded ``1000 * g + i``; the seat is an `ExpertBot` in one run and a `RandomBot` (seed
 ``1000 * g + 7``) in the other. The figure is the seat's supply centres when the game ends (truncated after
-`max_phases` engine phases). Run: ``python -m coplay_envs.diplomacy.evaluate`` (prints JSON).
+`max_phases` engine phases). Game g starts from ``reset(seed=g)`` with ``start_years`` (default 0: the
+standard 1901 opening, as the published figure was measured; ``(1, 3)`` gives the env's seeded starts).
+Run: ``python -m coplay_envs.diplomacy.evaluate`` (prints JSON).
 
 Never imports `coplay`.
 """
@@ -38,9 +40,10 @@ def t_interval(values: list[float]) -> tuple[float, float]:
     return mean, quantile * statistics.stdev(values) / math.sqrt(len(values))
 
 
-def play_game(seat: str, seat_bot: Any, game_index: int, max_phases: int, negotiation_rounds: int) -> int:
+def play_game(seat: str, seat_bot: Any, game_index: int, max_phases: int, negotiation_rounds: int,
+              start_years: Any = 0) -> int:
     """Play one game; return the seat's supply centres at the end."""
-    env = DiplomacyEnv(max_phases=max_phases, negotiation_rounds=negotiation_rounds)
+    env = DiplomacyEnv(max_phases=max_phases, negotiation_rounds=negotiation_rounds, start_years=start_years)
     bots = {power: (seat_bot if power == seat else RandomBot(seed=1000 * game_index + i, agent=power))
             for i, power in enumerate(POWERS)}
     observations, infos = env.reset(seed=game_index)
@@ -53,20 +56,22 @@ def play_game(seat: str, seat_bot: Any, game_index: int, max_phases: int, negoti
     return score
 
 
-def evaluate(games: int = 28, max_phases: int = 20, negotiation_rounds: int = 0) -> dict[str, Any]:
+def evaluate(games: int = 28, max_phases: int = 20, negotiation_rounds: int = 0,
+             start_years: Any = 0) -> dict[str, Any]:
     """Expert seat vs random seat over `games` seeded games (module docstring)."""
     start = time.perf_counter()
     expert, random_ = [], []
     for game_index in range(games):
         seat = POWERS[game_index % len(POWERS)]
         expert.append(play_game(seat, ExpertBot(seed=game_index, agent=seat), game_index, max_phases,
-                                negotiation_rounds))
+                                negotiation_rounds, start_years))
         random_.append(play_game(seat, RandomBot(seed=1000 * game_index + 7, agent=seat), game_index,
-                                 max_phases, negotiation_rounds))
+                                 max_phases, negotiation_rounds, start_years))
     expert_mean, expert_ci = t_interval(expert)
     random_mean, random_ci = t_interval(random_)
     return {
         "games": games, "max_phases": max_phases, "negotiation_rounds": negotiation_rounds,
+        "start_years": start_years,
         "expert_centers_mean": round(expert_mean, 3), "expert_centers_ci95": round(expert_ci, 3),
         "random_centers_mean": round(random_mean, 3), "random_centers_ci95": round(random_ci, 3),
         "ratio": round(expert_mean / random_mean, 3) if random_mean else math.inf,

@@ -17,7 +17,13 @@ Features (all for the viewing power, "mine" = owned by it):
   (not mine / owned by nobody) that one of its units can enter with one direct move (no convoy); else 0.
 - ``threatened_centers``: its centres that a foreign unit could move into next (static adjacency).
 - ``threatened_home_centers``: the same restricted to its home centres.
-- ``messages_received``, ``messages_sent``: messages in its view from others / by itself.
+- ``messages_received``, ``messages_sent``: messages in its view (the latest negotiation: this phase's, or
+  for retreats and adjustments the one before their movement phase) from others / by itself.
+- ``private_messages_received``, ``public_messages_received``: of those received, the ones addressed to it
+  alone / to ALL. ``private_messages_sent``: of those sent, the ones to a single power.
+- ``private_senders``: distinct powers that sent it a private message.
+- ``threatening_senders``: distinct powers that sent it a message (private or public) and have a unit that
+  could move into one of its centres next (static adjacency, like ``threatened_centers``).
 - ``last_bounced``, ``last_dislodged``: its units whose last-phase order bounced / that were dislodged.
 
 Never imports `coplay`; reads no engine state.
@@ -75,6 +81,10 @@ def compute_features(view: dict[str, Any]) -> dict[str, int | float | bool]:
     my_unit_names = {" ".join(order.split()[:2]) for order in view["last_orders"].get(power, [])}
     last_results = view["last_results"]
     year_text = view["phase"][1:5]
+    received = [message for message in view["messages"] if message["sender"] != power]
+    private_in = [message for message in received if message["to"] != "ALL"]
+    senders = {message["sender"] for message in received if message["sender"] in POWERS}
+    threatening = {name for name in senders if mine & _reach(tuple(view["units"][name]))}
     return {
         "my_centers": len(mine),
         "my_units": len(my_units),
@@ -101,8 +111,14 @@ def compute_features(view: dict[str, Any]) -> dict[str, int | float | bool]:
         "reachable_neutral_centers": len((destinations & centers) - owned),
         "threatened_centers": len(threatened_mine),
         "threatened_home_centers": sum(1 for home in homes if home in threatened_mine),
-        "messages_received": sum(1 for message in view["messages"] if message["sender"] != power),
+        "messages_received": len(received),
         "messages_sent": sum(1 for message in view["messages"] if message["sender"] == power),
+        "private_messages_received": len(private_in),
+        "public_messages_received": len(received) - len(private_in),
+        "private_messages_sent": sum(1 for message in view["messages"]
+                                     if message["sender"] == power and message["to"] != "ALL"),
+        "private_senders": len({message["sender"] for message in private_in}),
+        "threatening_senders": len(threatening),
         "last_bounced": sum(1 for unit in my_unit_names if "bounce" in last_results.get(unit, [])),
         "last_dislodged": sum(1 for unit in my_unit_names if "dislodged" in last_results.get(unit, [])),
     }

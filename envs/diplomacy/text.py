@@ -1,8 +1,16 @@
 """Render one power's view of a Diplomacy game as the observation text.
 
 The text holds the whole board (every power's units, dislodged units and centres: the board is public in
-Diplomacy), every power's centre count, the power's own legal orders per unit, only its own messages (sent
-and received, from the latest negotiation), the last phase's orders and results, and what it must do now.
+Diplomacy), every power's centre count, the power's own legal orders per unit, only its own messages from the
+latest negotiation, the last phase's orders and results, and what it must do now.
+
+Messages: the view holds those of the latest negotiation (before the current movement phase, kept through
+its retreats and adjustments) that the power sent or received. The text shows two bounded lists, oldest
+first: "Messages to you", the latest `MAX_RECEIVED_SHOWN` received, each marked ``private from GERMANY``
+(only the two of you see it) or ``public from GERMANY`` (every power sees it); and "Messages you sent", the
+latest `MAX_SENT_SHOWN`, marked ``private to GERMANY`` or ``public to all``. Each text is at most
+`MAX_MESSAGE_CHARS` characters; a line says how many earlier messages a list leaves out.
+
 Board lines have a fixed shape so a reader (or a test) can parse them back:
 ``FRANCE: units A PAR, F BRE | centres BRE, MAR, PAR``.
 
@@ -16,6 +24,10 @@ from typing import Any
 from coplay_envs.diplomacy.board import supply_centers
 from coplay_envs.diplomacy.orders import MAX_MESSAGE_CHARS, MAX_MESSAGES_PER_ROUND, POWERS
 
+#: Most received messages the text shows (the latest ones): a full round from six powers is at most 48.
+MAX_RECEIVED_SHOWN: int = 24
+#: Most sent messages the text shows (the latest ones): one round's worth.
+MAX_SENT_SHOWN: int = MAX_MESSAGES_PER_ROUND
 SEASONS = {"S": "Spring", "F": "Fall", "W": "Winter"}
 PHASE_KINDS = {"M": "movement", "R": "retreats", "A": "adjustments"}
 
@@ -87,6 +99,31 @@ def render_public(view: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def render_messages(view: dict[str, Any]) -> list[str]:
+    """The message lines of the text (module docstring); none when the view holds no message."""
+    power = view["power"]
+    received = [message for message in view["messages"] if message["sender"] != power]
+    sent = [message for message in view["messages"] if message["sender"] == power]
+    lines: list[str] = []
+    if received:
+        lines.append(f"Messages to you (negotiation before {received[-1]['phase']}; private: only you and "
+                     f"the sender see it; public: every power does; latest {MAX_RECEIVED_SHOWN} at most):")
+        if len(received) > MAX_RECEIVED_SHOWN:
+            lines.append(f"  ({len(received) - MAX_RECEIVED_SHOWN} earlier messages not shown)")
+        for message in received[-MAX_RECEIVED_SHOWN:]:
+            kind = "public" if message["to"] == "ALL" else "private"
+            lines.append(f"  [round {message['round']}] {kind} from {message['sender']}: {message['text']}")
+    if sent:
+        lines.append(f"Messages you sent (negotiation before {sent[-1]['phase']}; latest {MAX_SENT_SHOWN} at "
+                     "most):")
+        if len(sent) > MAX_SENT_SHOWN:
+            lines.append(f"  ({len(sent) - MAX_SENT_SHOWN} earlier messages not shown)")
+        for message in sent[-MAX_SENT_SHOWN:]:
+            target = "public to all" if message["to"] == "ALL" else f"private to {message['to']}"
+            lines.append(f"  [round {message['round']}] {target}: {message['text']}")
+    return lines
+
+
 def render_observation(view: dict[str, Any], public_text: str | None = None) -> str:
     """The observation text of `view` (module docstring). `public_text`: `render_public` of the same
     view, when the caller already has it (it is the same for every power in a step)."""
@@ -99,11 +136,7 @@ def render_observation(view: dict[str, Any], public_text: str | None = None) -> 
         f"You ({power}): units {_join(view['units'][power])}; centres {_join(view['centers'][power])}; "
         f"home centres {_join(view['homes'][power])}.",
     ]
-    if view["messages"]:
-        lines.append("Messages (yours only, latest negotiation):")
-        for message in view["messages"]:
-            lines.append(f"  [{message['phase']} round {message['round']}] {message['sender']} -> "
-                         f"{message['to']}: {message['text']}")
+    lines.extend(render_messages(view))
     if view["legal_orders"]:
         lines.append("Your legal orders:")
         for loc, orders in sorted(view["legal_orders"].items()):

@@ -45,7 +45,8 @@ def test_registry_entries_resolve() -> None:
     assert set(observations) == set(POWERS) and spec("diplomacy").api == "parallel"
     assert "18 centres" in rules("diplomacy") and len(rules("diplomacy").splitlines()) <= 12
     for kind in ("expert", "random"):
-        action = make_bot("diplomacy", kind, seed=1, agent="FRANCE").act(observations["FRANCE"], infos["FRANCE"])
+        bot = make_bot("diplomacy", kind, seed=1, agent="FRANCE")
+        action = bot.act(observations["FRANCE"], infos["FRANCE"])
         assert isinstance(action, BotAction)
 
 
@@ -55,11 +56,16 @@ def _raw_legal(game: Game) -> dict[str, dict[str, list[str]]]:
             for power, locs in game.get_orderable_locations().items()}
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_same_random_orders_give_the_same_game_as_the_raw_engine(seed: int) -> None:
-    env = DiplomacyEnv(max_phases=14, negotiation_rounds=0)
+@pytest.mark.parametrize(("seed", "start_years"), [(0, 0), (1, 0), (2, (1, 3)), (3, (1, 3))])
+def test_same_random_orders_give_the_same_game_as_the_raw_engine(seed: int, start_years: Any) -> None:
+    """From the standard opening, and from a seeded start loaded into a raw `diplomacy.Game` (the real
+    adjudicator accepts the position and continues it exactly as the env does)."""
+    env = DiplomacyEnv(max_phases=14, negotiation_rounds=0, start_years=start_years)
     _, infos = env.reset(seed=seed)
     game = Game()
+    if start_years:
+        game.set_state(json.loads(json.dumps(infos["FRANCE"]["state"]["engine"])))
+        assert game.get_current_phase() in ("S1902M", "S1903M", "S1904M")
     rng = random.Random(seed)
     order_rng = np.random.default_rng(seed)
     phase_kinds = set()
@@ -164,7 +170,8 @@ def _garbage(rng: random.Random) -> Any:
     if kind == 5:
         return rng.choice([12, 3.5, ["A PAR H"], {"x": 1}, ""])
     if kind == 6:
-        return "to " + rng.choice(POWERS + ("ALL", "", "FRANCE FRANCE")) + ": " + "\u2603" * rng.randrange(500)
+        recipient = rng.choice(POWERS + ("ALL", "", "FRANCE FRANCE"))
+        return "to " + recipient + ": " + "\u2603" * rng.randrange(500)
     return None  # kinds 7, 8: a legal-looking action is supplied by the caller
 
 
@@ -201,7 +208,8 @@ def test_bots_order_every_unit_legally(bot_class: type) -> None:
         observations, _, _, _, infos = env.step({p: d.action for p, d in decisions.items()})
         for power, decision in decisions.items():
             assert decision.reason and "\n" not in decision.reason
-            assert infos[power]["invalid_action"] == 0, (power, decision.action, infos[power]["invalid_lines"])
+            assert infos[power]["invalid_action"] == 0, (power, decision.action,
+                                                         infos[power]["invalid_lines"])
             kinds.add(decision.intention)
     assert len(kinds) >= (3 if bot_class is ExpertBot else 1)
 

@@ -106,7 +106,7 @@ def test_self_play_seats_from_the_pool_each_get_their_own_record(tokenizer):
 def test_diplomacy_powers_decide_together_each_round(tokenizer):
     engine = ScriptedEngine(tokenizer, lambda r, p: "INTENTION: DEFEND hold everything\nORDERS:\n", delay_s=0.001)
     plans = [EpisodePlan("diplomacy", 3, "dip-3", SeatPlayer("model", SEAT),
-                         env_kwargs={"max_phases": 2, "negotiation_rounds": 1})]
+                         env_kwargs={"max_phases": 2, "negotiation_rounds": 1, "start_years": 0})]
     trajectories, _ = play(engine, plans)
     assert sorted(t.seat for t in trajectories) == sorted(coplay_envs.make_env("diplomacy").possible_agents)
     assert engine.max_in_flight == 7  # all seven powers' calls of a round at once

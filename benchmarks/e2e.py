@@ -1,5 +1,5 @@
-"""End-to-end benchmark: the headline trained tokens/s per GPU (per CPU slot on CPU), one iteration's wall time
-split into sync, generation, env, training, bank and idle, the share of bank work hidden behind rollouts,
+"""End-to-end benchmark: the headline trained tokens/s per GPU (per CPU slot on CPU), one iteration's wall
+time split into sync, generation, env, training, bank and idle, the share of bank work hidden behind rollouts,
 and the overlap speedup of staleness 1 over staleness 0 (benchmarks/README.md, DESIGN.md §6 and §8).
 
 Workload: the same small co-evolution run twice in this process, first with `loop.staleness=1` (bank update
@@ -35,15 +35,17 @@ Per run: T = sum of `train.trained_tokens`, W = sum of `timings.iteration_s`, ge
 G = rollout workers + learner ranks on CPU (CPU slots), on GPU the GPUs they hold, ceil(n_w * gpus per worker
 + ranks * gpus per rank) (a shared GPU counts once);
     trained tokens/s per slot = T / (W * G);  generated tokens/s per slot = generated / (W * G)
-    hidden bank share = 1 - sum(bank_wait_s) / sum(bank_s);  hidden training share = 1 - sum(training) / sum(train_s)
+    hidden bank share = 1 - sum(bank_wait_s) / sum(bank_s);
+    hidden training share = 1 - sum(training) / sum(train_s)
 Across runs: overlap speedup = median iteration_s (s = 0) / median iteration_s (s = 1), over the measured
 iterations (`overlap_speedup_total` = W(s = 0) / W(s = 1)).
 
 Caveats: an iteration with faults (a rollout worker or bank update re-run, listed in `iterations_with_faults`)
-times the re-run, not the lost work. The bank actor's model calls run on the rollout workers' engines, so hidden bank work still slows
-the rollouts it hides behind; on a shared machine other processes' load moves every figure (the JSON records
-the load average before and after, and each run's 1-minute load average at its start and end); the two runs
-follow each other, so a load that changes between them biases the overlap speedup.
+times the re-run, not the lost work. The bank actor's model calls run on the rollout workers' engines, so
+hidden bank work still slows the rollouts it hides behind; on a shared machine other processes' load moves
+every figure (the JSON records the load average before and after, and each run's 1-minute load average at its
+start and end); the two runs follow each other, so a load that changes between them biases the overlap
+speedup.
 
 Output: one JSON object on stdout (last line; `headline` for `coplay bench`) and a stacked-bar PNG.
 Run: ``python -m benchmarks.e2e [--quick] [--iterations N] [--plot PATH] [--out-dir DIR] [--keep]``
@@ -76,11 +78,15 @@ PART_COLOURS = {"sync": "#8c8c8c", "generation": "#4c72b0", "env": "#55a868", "t
 
 # The workload, explicit: the same for both runs except loop.staleness and run.name.
 WORKLOAD = [
-    "games=[2048]", "rollout.workers=1", "rollout.start_states=2", "rollout.group_size=4", "rollout.max_steps=6",
+    "games=[2048]", "rollout.workers=1", "rollout.start_states=2", "rollout.group_size=4",
+    "rollout.max_steps=6",
     "rollout.concurrent_episodes=8", "rollout.retrieve_every=2",
-    "sampling.max_tokens={act: 24, retrieve: 8, segment: 24, contract: 96, curator: 16}", "sampling.temperature=0.7",
-    "engine.max_model_len=2048", "engine.max_num_seqs=16", "engine.enforce_eager=true", "engine.dtype=float32",
-    "sft.episodes_per_game=16", "sft.max_steps=40", "sft.max_examples_per_adapter=64", "sft.epochs=4", "sft.lr=1e-2",
+    "sampling.max_tokens={act: 24, retrieve: 8, segment: 24, contract: 96, curator: 16}",
+    "sampling.temperature=0.7",
+    "engine.max_model_len=2048", "engine.max_num_seqs=16", "engine.enforce_eager=true",
+    "engine.dtype=float32",
+    "sft.episodes_per_game=16", "sft.max_steps=40", "sft.max_examples_per_adapter=64", "sft.epochs=4",
+    "sft.lr=1e-2",
     "learner.backend=deepspeed", "learner.zero_stage=2", "learner.ranks=1", "learner.lr=1e-3",
     "learner.micro_batch_size=8", "skill_bank.group_size=4", "eval.every=0", "loop.checkpoint_every=1000",
     "cluster.num_cpus=2", "logging.console=false",
@@ -111,10 +117,12 @@ def iteration_split(timings: dict[str, float], staleness: int, workers: int) -> 
 
 def slot_count(workers: int, ranks: int, gpu: bool, worker_gpus: float | None = None,
                rank_gpus: float | None = None) -> int:
-    """G: CPU slots (workers + ranks) on CPU; on GPU the GPUs held, a GPU shared by a worker and a rank once."""
+    """G: CPU slots (workers + ranks) on CPU; on GPU the GPUs held, a GPU shared by a worker and a rank
+    once."""
     if not gpu:
         return workers + ranks
-    held = workers * (1.0 if worker_gpus is None else worker_gpus) + ranks * (1.0 if rank_gpus is None else rank_gpus)
+    held = (workers * (1.0 if worker_gpus is None else worker_gpus)
+            + ranks * (1.0 if rank_gpus is None else rank_gpus))
     return max(1, math.ceil(held - 1e-9))
 
 
@@ -126,8 +134,8 @@ def summarize_run(records: list[dict[str, Any]], staleness: int, workers: int, s
     """The figures of one run (see the module docstring) from its metrics records."""
     rows = measured_records(records)
     if not rows:
-        raise ValueError(f"staleness {staleness}: no measured iterations (records with timings and iteration >= 2); "
-                         f"run at least 2 iterations")
+        raise ValueError(f"staleness {staleness}: no measured iterations (records with timings and "
+                         f"iteration >= 2); run at least 2 iterations")
     splits = [iteration_split(r["timings"], staleness, workers) for r in rows]
     wall = sum(s["iteration"] for s in splits)
     trained = sum(int(r.get("train", {}).get("trained_tokens", 0)) for r in rows)
@@ -172,12 +180,15 @@ def plot_split(runs: dict[str, dict[str, Any]], path: Path, title: str) -> Path:
     bottoms = [0.0] * len(names)
     for part in PARTS:
         heights = [runs[n]["split_mean_s"][part] for n in names]
-        ax.bar(names, heights, bottom=bottoms, label=part, color=PART_COLOURS[part], width=0.55, edgecolor="white")
+        ax.bar(names, heights, bottom=bottoms, label=part, color=PART_COLOURS[part], width=0.55,
+               edgecolor="white")
         bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
     for i, n in enumerate(names):
         split = runs[n]["split_mean_s"]
-        ax.annotate(f"{bottoms[i]:.2f} s\nhidden: train {split['hidden_training']:.2f} s, bank {split['hidden_bank']:.2f} s",
-                    (i, bottoms[i]), ha="center", va="bottom", fontsize=8, xytext=(0, 3), textcoords="offset points")
+        ax.annotate(f"{bottoms[i]:.2f} s\nhidden: train {split['hidden_training']:.2f} s, "
+                    f"bank {split['hidden_bank']:.2f} s",
+                    (i, bottoms[i]), ha="center", va="bottom", fontsize=8, xytext=(0, 3),
+                    textcoords="offset points")
     ax.set_ylabel("seconds per iteration (mean over measured iterations)")
     ax.set_ylim(0, max(bottoms) * 1.25 if max(bottoms) > 0 else 1.0)
     ax.set_title(title, fontsize=10)
@@ -194,13 +205,14 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
-def run_workload(staleness: int, iterations: int, out_dir: Path, cache_dir: str | None) -> tuple[Any, Path, float]:
+def run_workload(staleness: int, iterations: int, out_dir: Path,
+                 cache_dir: str | None) -> tuple[Any, Path, float]:
     """One real loop run; returns its config, run folder and total wall seconds (start-up included)."""
     from coplay.config import load_config
     from coplay.loop import train
 
-    overrides = WORKLOAD + [f"run.out_dir={out_dir}", f"run.name=e2e-s{staleness}", f"loop.iterations={iterations}",
-                            f"loop.staleness={staleness}"]
+    overrides = WORKLOAD + [f"run.out_dir={out_dir}", f"run.name=e2e-s{staleness}",
+                            f"loop.iterations={iterations}", f"loop.staleness={staleness}"]
     if cache_dir:
         overrides.append(f"model.tiny.cache_dir={cache_dir}")
     cfg = load_config(overrides=overrides)
@@ -221,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=None,
                         help=f"iterations per run (default {DEFAULT_ITERATIONS}; at least 2)")
     parser.add_argument("--plot", type=Path, default=DEFAULT_PLOT, help="stacked-bar PNG path")
-    parser.add_argument("--out-dir", type=Path, default=None, help="run folders (default: a temporary folder)")
+    parser.add_argument("--out-dir", type=Path, default=None,
+                        help="run folders (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the run folders")
     parser.add_argument("--cache-dir", default=None, help="tiny model cache (default: coplay's own)")
     args = parser.parse_args(argv)
@@ -244,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             summary["loadavg_1min_start_end"] = [round(load_at_start, 2), round(os.getloadavg()[0], 2)]
             summary["run_dir"] = str(run_dir) if args.keep else None
             runs[f"staleness_{staleness}"] = summary
-            print(f"[e2e] staleness {staleness}: {seconds:.0f} s, median iteration {summary['iteration_s_median']:.2f} s",
+            print(f"[e2e] staleness {staleness}: {seconds:.0f} s, "
+                  f"median iteration {summary['iteration_s_median']:.2f} s",
                   file=sys.stderr, flush=True)
     finally:
         if not args.keep:
@@ -255,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     plot = plot_split({"staleness 1\n(overlapped)": overlapped, "staleness 0\n(synchronous)": synchronous},
                       args.plot, f"coplay e2e: one iteration, {iterations - 1} measured "
                                  f"(overlap speedup {speedup['overlap_speedup']:.2f}x)")
-    command = COMMAND + (" --quick" if args.quick else "") + (f" --iterations {args.iterations}" if args.iterations else "")
+    command = (COMMAND + (" --quick" if args.quick else "")
+               + (f" --iterations {args.iterations}" if args.iterations else ""))
     result = {
         "benchmark": "e2e", "command": command, "quick": args.quick, "iterations": iterations,
         "device": "gpu" if gpu else "cpu", "slot": slot_name, "slots": overlapped["slots"],

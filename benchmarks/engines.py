@@ -46,10 +46,11 @@ def make_requests(tokenizer: Any, count: int, max_tokens: int, seed: int = 0) ->
     requests = []
     for i in range(count):
         observation = "\n".join(rng.sample(lines, 4))
-        ids = tokenizer(system + "\nObservation:\n" + observation, add_special_tokens=False)["input_ids"][:400]
+        ids = tokenizer(system + "\nObservation:\n" + observation,
+                        add_special_tokens=False)["input_ids"][:400]
         requests.append(GenerationRequest(ids, ADAPTERS[i % len(ADAPTERS)],
-                                          SamplingParams(temperature=1.0, max_tokens=max_tokens), seed=seed + i,
-                                          request_id=f"bench-{i}"))
+                                          SamplingParams(temperature=1.0, max_tokens=max_tokens),
+                                          seed=seed + i, request_id=f"bench-{i}"))
     return requests
 
 
@@ -59,7 +60,8 @@ def engine_config(backend: str, max_num_seqs: int) -> EngineConfig:
 
 
 def bench_backend(backend: str, model_cfg: ModelConfig, bundles: dict[str, tuple[dict[str, bytes], str]],
-                  count: int, max_tokens: int, repeats: int, max_num_seqs: int, warmup_runs: int) -> dict[str, Any]:
+                  count: int, max_tokens: int, repeats: int, max_num_seqs: int,
+                  warmup_runs: int) -> dict[str, Any]:
     from coplay.engines.factory import make_engine
 
     start = time.perf_counter()
@@ -100,8 +102,10 @@ def main() -> None:
         results = {b: bench_backend(b, model_cfg, bundles, args.requests, args.max_tokens, args.repeats,
                                     args.max_num_seqs, args.warmup_runs) for b in backends}
     out: dict[str, Any] = {
-        "benchmark": "engines", "command": f"{COMMAND} --requests {args.requests} --max-tokens {args.max_tokens} "
-        f"--repeats {args.repeats} --max-num-seqs {args.max_num_seqs} --warmup-runs {args.warmup_runs} --backends {args.backends} --model {args.model}",
+        "benchmark": "engines",
+        "command": f"{COMMAND} --requests {args.requests} --max-tokens {args.max_tokens} "
+        f"--repeats {args.repeats} --max-num-seqs {args.max_num_seqs} --warmup-runs {args.warmup_runs} "
+        f"--backends {args.backends} --model {args.model}",
         "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
         "backends": results,
     }

@@ -54,7 +54,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         try:
             result = importlib.import_module(f"benchmarks.env_bench.{name}").run(repeats)
         except Exception as exc:  # one game's failure must not hide the others' figures; it is recorded
-            games[name] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
+            games[name] = {"error": f"{type(exc).__name__}: {exc}",
+                           "traceback": traceback.format_exc()[-3000:]}
             continue
         result["seconds"] = round(time.perf_counter() - start, 1)
         games[name] = result
@@ -64,8 +65,8 @@ def run(quick: bool = False) -> dict[str, Any]:
             if baseline is not None and baseline[0] > 0:
                 headline[f"{name}_vs_baseline"] = round(rate[0] / baseline[0], 3)
     return {"command": COMMAND + (" --quick" if quick else ""), "quick": quick, "repeats": repeats,
-            "headline": headline, "failed": sorted(n for n, r in games.items() if "error" in r), "games": games,
-            "python": sys.version.split()[0]}
+            "headline": headline, "failed": sorted(n for n, r in games.items() if "error" in r),
+            "games": games, "python": sys.version.split()[0]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,14 +1,15 @@
-"""Learner throughput: trained tokens/s (forward + backward + optimizer step) for plain torch, DeepSpeed ZeRO-2
-and ZeRO-3, on the tiny model on CPU (the configured model on GPU), with peak memory per rank.
+"""Learner throughput: trained tokens/s (forward + backward + optimizer step) for plain torch, DeepSpeed
+ZeRO-2 and ZeRO-3, on the tiny model on CPU (the configured model on GPU), with peak memory per rank.
 
 Each backend runs in its own fresh process (`--ranks` > 1: under `torch.distributed.run`), builds a `Learner`
 with the five adapters, and times `--repeats` learner steps after one warm-up step; each step trains every
 adapter on `--batch` samples (prompt `--prompt-len`, completion `--completion-len` tokens, one epoch, KL off).
 `--rounds` fresh processes per backend run interleaved (torch, zero2, zero3, torch, ...), so a machine
 whose load drifts slows every backend alike. Reported per backend: medians over all timed steps of step
-seconds, trained (completion) tokens/s — the tokens that carry the GRPO loss, `StepMetrics.trained_tokens` — and processed tokens/s (prompt + completion through forward and
-backward), summed over ranks; peak memory per rank (CPU: max RSS of the process; GPU: max allocated);
-ratios of the medians against plain torch measured in the same run. Prints one JSON object.
+seconds, trained (completion) tokens/s — the tokens that carry the GRPO loss, `StepMetrics.trained_tokens` —
+and processed tokens/s (prompt + completion through forward and backward), summed over ranks; peak memory per
+rank (CPU: max RSS of the process; GPU: max allocated); ratios of the medians against plain torch measured in
+the same run. Prints one JSON object.
 
 Run: ``python -m benchmarks.learner [--quick] [--repeats 5] [--rounds 3] [--ranks 1] [--batch 16]``
 """
@@ -41,7 +42,8 @@ def child(args: argparse.Namespace) -> None:
 
     backend, stage = BACKENDS[args.child]
     model_cfg = ModelConfig(name=args.model, tiny=TinyModelConfig(cache_dir=args.cache))
-    cfg = LearnerConfig(backend=backend, zero_stage=stage, lr=1e-5, micro_batch_size=args.micro_batch, epochs=1)
+    cfg = LearnerConfig(backend=backend, zero_stage=stage, lr=1e-5, micro_batch_size=args.micro_batch,
+                        epochs=1)
     specs = {a: LoraSpec(r=16, alpha=32, dropout=0.0) for a in ADAPTER_NAMES}
     learner = Learner(model_cfg, specs, cfg)
     vocab = int(learner.policy.config.vocab_size)
@@ -52,9 +54,10 @@ def child(args: argparse.Namespace) -> None:
             sid = f"{adapter}-{i}"
             completion = torch.randint(10, vocab, (args.completion_len,), generator=gen).tolist()
             samples.append(Sample(adapter=adapter, adapter_version=0,
-                                  prompt_ids=torch.randint(10, vocab, (args.prompt_len,), generator=gen).tolist(),
-                                  completion_ids=completion, logprobs=[-7.0] * len(completion), group_id=adapter,
-                                  sample_id=sid))
+                                  prompt_ids=torch.randint(10, vocab, (args.prompt_len,),
+                                                           generator=gen).tolist(),
+                                  completion_ids=completion, logprobs=[-7.0] * len(completion),
+                                  group_id=adapter, sample_id=sid))
             adv[sid] = float(torch.randn(1, generator=gen))
     seconds, trained = [], 0
     for k in range(args.repeats + 1):
@@ -79,7 +82,8 @@ def child(args: argparse.Namespace) -> None:
         processed = len(samples) * (args.prompt_len + args.completion_len)
         print(json.dumps({"backend": args.child, "ranks": learner.world_size, "step_seconds": seconds,
                           "median_step_seconds": median, "trained_tokens_per_step": trained,
-                          "trained_tokens_per_s": trained / median, "processed_tokens_per_s": processed / median,
+                          "trained_tokens_per_s": trained / median,
+                          "processed_tokens_per_s": processed / median,
                           "peak_memory_mib_per_rank": peaks, "device": learner.device}))
 
 
@@ -113,9 +117,10 @@ def combine(name: str, runs: list[dict]) -> dict:
     processed_per_step = good[0]["processed_tokens_per_s"] * good[0]["median_step_seconds"]
     return {"backend": name, "ranks": good[0]["ranks"], "device": good[0]["device"], "rounds": len(good),
             "step_seconds": seconds, "median_step_seconds": median, "trained_tokens_per_step": trained,
-            "trained_tokens_per_s": trained / median, "processed_tokens_per_s": processed_per_step / median,
-            "peak_memory_mib_per_rank": [statistics.median(col) for col in zip(*(r["peak_memory_mib_per_rank"]
-                                                                                  for r in good), strict=True)]}
+            "trained_tokens_per_s": trained / median,
+            "processed_tokens_per_s": processed_per_step / median,
+            "peak_memory_mib_per_rank": [statistics.median(col) for col in
+                                         zip(*(r["peak_memory_mib_per_rank"] for r in good), strict=True)]}
 
 
 def main() -> None:
@@ -154,11 +159,11 @@ def main() -> None:
     argv = " ".join(sys.argv[1:])
     print(json.dumps({
         "benchmark": "learner", "command": f"{COMMAND} {argv}".strip(), "seconds": time.time() - started,
-        "settings": {k: getattr(args, k) for k in ("repeats", "rounds", "ranks", "batch", "prompt_len", "completion_len",
-                                                   "micro_batch", "model")},
+        "settings": {k: getattr(args, k) for k in ("repeats", "rounds", "ranks", "batch", "prompt_len",
+                                                   "completion_len", "micro_batch", "model")},
         "backends": results, "ratio_trained_tokens_per_s_vs_torch": ratios,
-        "headline": {f"{name}_trained_tok_s": round(r["trained_tokens_per_s"], 1) for name, r in results.items()
-                     if "trained_tokens_per_s" in r},
+        "headline": {f"{name}_trained_tok_s": round(r["trained_tokens_per_s"], 1)
+                     for name, r in results.items() if "trained_tokens_per_s" in r},
     }, indent=1))
 
 

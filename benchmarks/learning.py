@@ -54,21 +54,25 @@ def baselines(cfg: Any, run_root: Path) -> dict[str, dict[str, Any]]:
         out[bot] = results
     sft = json.loads((run_root / "eval" / "it00000.json").read_text())
     write_eval(run_root / "eval", "baseline-sft-only", sft["results"],
-               {**{k: v for k, v in sft["meta"].items() if k != "iteration"}, "label": "SFT only (learner step 0)"})
+               {**{k: v for k, v in sft["meta"].items() if k != "iteration"},
+                "label": "SFT only (learner step 0)"})
     out["sft_only"] = sft["results"]
     return out
 
 
 def curve(data: Any, game: str) -> list[dict[str, Any]]:
-    """The model's evaluations per iteration (0 = SFT only): the run's `eval/it*.json`, as the report reads them."""
+    """The model's evaluations per iteration (0 = SFT only): the run's `eval/it*.json`, as the report reads
+    them."""
     return sorted(({"iteration": ev.iteration, **ev.results[game]["score"]} for ev in data.evals
                    if ev.iteration is not None and game in ev.results), key=lambda row: row["iteration"])
 
 
 def rollout_rows(data: Any, game: str) -> list[dict[str, Any]]:
     """Per iteration, what training saw: rollout score, invalid-action rate, act reward, seconds."""
-    return [{"iteration": r["iteration"], "rollout_score": r["scores"][game], "invalid_action_rate": r.get("invalid_rate"),
-             "parse_error_rate": r.get("parse_error_rate"), "act_reward": r.get("reward_parts", {}).get("act"),
+    return [{"iteration": r["iteration"], "rollout_score": r["scores"][game],
+             "invalid_action_rate": r.get("invalid_rate"),
+             "parse_error_rate": r.get("parse_error_rate"),
+             "act_reward": r.get("reward_parts", {}).get("act"),
              "seconds": r.get("timings", {}).get("iteration_s")}
             for r in data.iterations if game in r.get("scores", {})]
 
@@ -128,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     data = load_run(run_root)
     points = curve(data, game)
     last = points[-1]
-    levels = {"SFT only (iteration 0)": base["sft_only"][game]["score"], "random bot": base["random"][game]["score"],
+    levels = {"SFT only (iteration 0)": base["sft_only"][game]["score"],
+              "random bot": base["random"][game]["score"],
               "expert bot": base["expert"][game]["score"]}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

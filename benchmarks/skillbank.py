@@ -6,9 +6,9 @@ five episodes). Each size is measured twice per game: `cold` (an empty bank: eve
 materialized) and `warm` (a bank built from a separate 1600-step shard: segmentation scores every skill,
 maintenance has skills to merge, split, refine), and `warm_scripted_model` (the warm bank with a caller that
 answers instantly: the bank's own cost of the segment / curator / contract rounds, model time excluded, which
-is the engines' business). Median seconds over `--repeats` runs of `update_bank`, sizes interleaved. The baseline is the
-smallest-but-one size measured in the same run: `per_step_ratio` = (seconds / step at size N) /
-(seconds / step at 100 steps); linear cost gives ~1, quadratic gives N / 100.
+is the engines' business). Median seconds over `--repeats` runs of `update_bank`, sizes interleaved. The
+baseline is the smallest-but-one size measured in the same run: `per_step_ratio` =
+(seconds / step at size N) / (seconds / step at 100 steps); linear cost gives ~1, quadratic gives N / 100.
 
 Run: ``python -m benchmarks.skillbank [--repeats 5] [--sizes 10,100,1000]``. Prints one JSON object.
 """
@@ -94,7 +94,8 @@ def main() -> None:
     # bank, maintenance over the skills' stored evidence) dominates and is reported as such.
     report["worst_per_step_ratio"] = max(
         (v["per_step_ratio"] for g in report["games"].values() for mode in MODES
-         for n, v in g[mode].items() if int(n) >= BASELINE_STEPS and v["per_step_ratio"] is not None), default=None)
+         for n, v in g[mode].items() if int(n) >= BASELINE_STEPS and v["per_step_ratio"] is not None),
+        default=None)
     report["fixed_cost_seconds"] = {g: {mode: r[mode][str(min(sizes))]["seconds"] for mode in MODES}
                                     for g, r in report["games"].items()}
     print(json.dumps(report, indent=1))

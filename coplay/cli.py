@@ -29,7 +29,8 @@ def _train(args: argparse.Namespace) -> int:
     from coplay.runs import RunDirError
 
     try:
-        if args.resume:  # the run's own resolved config, plus overrides (e.g. loop.iterations=20 to extend it)
+        if args.resume:
+            # the run's own resolved config, plus overrides (e.g. loop.iterations=20 to extend it)
             config = args.config or str(Path(args.resume) / "config.yaml")
             run_dir = train(load_config(config, args.overrides), resume=args.resume)
         else:
@@ -78,7 +79,8 @@ def _play(args: argparse.Namespace) -> int:
 
         out = RunDir.create(cfg.run.out_dir, f"play-{args.game}", cfg.to_yaml()).shards
     if out is not None:
-        print(f"trajectories written to {write_trajectories(out, args.game, args.policy, args.seed, trajectories)}")
+        print(f"trajectories written to "
+              f"{write_trajectories(out, args.game, args.policy, args.seed, trajectories)}")
     return 0
 
 
@@ -163,26 +165,31 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 def _add_eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", nargs="?", default=None,
-                   help="a run folder: its config, its adapters (--policy model) and its eval/ for the results; "
-                        "write RUN_DIR and the overrides next to each other (before or after the options)")
+                   help="a run folder: its config, its adapters (--policy model) and its eval/ for the "
+                        "results; write RUN_DIR and the overrides next to each other (before or after the "
+                        "options)")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
-                   help="print two evaluation files side by side: differences and whether the 95%% CIs overlap")
+                   help="print two evaluation files side by side: differences and whether the 95%% CIs "
+                        "overlap")
     p.add_argument("--json", default=None, help="with --compare: also write the rows to this JSON file")
-    p.add_argument("--policy", default="model", help="who is evaluated: expert | random | base (the model without "
-                   "adapters) | model (RUN_DIR's adapters) | openai (rollout.opponents.endpoint); default model")
+    p.add_argument("--policy", default="model",
+                   help="who is evaluated: expert | random | base (the model without adapters) | model "
+                        "(RUN_DIR's adapters) | openai (rollout.opponents.endpoint); default model")
     p.add_argument("--opponents", default=None,
                    help="other seats of Avalon and Diplomacy: expert | random | self | base | openai "
                         "(default: eval.opponents)")
-    p.add_argument("--step", type=int, default=None, help="--policy model: the learner step (default: newest)")
+    p.add_argument("--step", type=int, default=None,
+                   help="--policy model: the learner step (default: newest)")
     p.add_argument("--games", default=None, help="comma-separated game keys (default: the config's games)")
     p.add_argument("--episodes", type=int, default=None,
                    help="episodes per single-player game (default: eval.episodes, 16)")
     p.add_argument("--episodes-per-seat", type=int, default=None,
                    help="Avalon/Diplomacy episodes per seat (default: eval.episodes_per_seat, 10)")
     p.add_argument("--max-steps", type=int, default=None,
-                   help="cap on decisions per episode (default: eval.max_steps, else rollout.max_steps, else the "
-                        "game's horizon)")
-    p.add_argument("--out", default=None, help="folder for <name>.json/.md (default: RUN_DIR/eval or runs/eval)")
+                   help="cap on decisions per episode (default: eval.max_steps, else rollout.max_steps, else "
+                        "the game's horizon)")
+    p.add_argument("--out", default=None,
+                   help="folder for <name>.json/.md (default: RUN_DIR/eval or runs/eval)")
     p.add_argument("--name", default=None, help="file name stem (default: the policy)")
     _add_config_args(p)
 
@@ -194,7 +201,8 @@ def _add_play_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--render", action="store_true", help="print every observation")
-    p.add_argument("--out", default=None, help="write trajectory shards here (model: default a new run folder)")
+    p.add_argument("--out", default=None,
+                   help="write trajectory shards here (model: default a new run folder)")
     _add_config_args(p)
 
 
@@ -209,8 +217,10 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="coplay", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", metavar="{train,eval,play,bench,bank,report,config,model,demo}")
-    p = sub.add_parser("train", help="run the co-evolution loop (local Ray on loopback unless cluster.address)")
+    sub = parser.add_subparsers(dest="command",
+                                metavar="{train,eval,play,bench,bank,report,config,model,demo}")
+    p = sub.add_parser("train",
+                       help="run the co-evolution loop (local Ray on loopback unless cluster.address)")
     _add_config_args(p)
     p.add_argument("--resume", metavar="RUN_DIR", help="continue this run folder from its last checkpoint "
                    "(learner, schedule, artifacts, banks, pending data; see coplay/driver/state.py)")

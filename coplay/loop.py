@@ -1,10 +1,10 @@
 """The co-evolution loop (DESIGN.md §6), top to bottom: cold start, then per iteration k
-sync -> rollouts k  ||  bank update over k-1  ||  GRPO step k-1 (staleness >= 1) -> collect -> (s = 0: GRPO step k)
--> metrics, evaluation, checkpoint. Rollouts of k use the adapters of learner step max(0, k-1-s) and the bank
-built from iterations <= k-2 (`coplay.driver.schedule`); learner step j trains on the samples of iteration j,
-so every episode lands in training exactly once. Dead rollout workers and bank updates are re-run
-(`System.gather`, `System.bank_result`); `resume` continues a run folder from its last checkpoint
-(`coplay.driver.state`). Only this module and `coplay/actors/` import ray.
+sync -> rollouts k  ||  bank update over k-1  ||  GRPO step k-1 (staleness >= 1) -> collect
+-> (s = 0: GRPO step k) -> metrics, evaluation, checkpoint. Rollouts of k use the adapters of learner step
+max(0, k-1-s) and the bank built from iterations <= k-2 (`coplay.driver.schedule`); learner step j trains on
+the samples of iteration j, so every episode lands in training exactly once. Dead rollout workers and bank
+updates are re-run (`System.gather`, `System.bank_result`); `resume` continues a run folder from its last
+checkpoint (`coplay.driver.state`). Only this module and `coplay/actors/` import ray.
 """
 
 from __future__ import annotations
@@ -49,12 +49,14 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
             system.sync(versions, frozen, bank_versions)
             t_sync = time.perf_counter()
             rollouts = system.launch(k, iteration_plans(cfg, k, versions, frozen, bank_version_for(k)))
-            bank_job = system.bank_update(state.data[k - 1], versions, state.banks.latest()) if k > 1 else None
+            bank_job = (system.bank_update(state.data[k - 1], versions, state.banks.latest())
+                        if k > 1 else None)
             trained = train_on(system, cfg, state.data[k - 1], state.ledger) if s >= 1 and k > 1 else None
             data, stats = system.collect(rollouts, bank_versions)
             t_collected = time.perf_counter()
             bank = system.bank_result(bank_job)
-            stats.sync_s, stats.bank_wait_s, stats.bank_s = t_sync - t0, time.perf_counter() - t_collected, bank.seconds
+            stats.sync_s, stats.bank_wait_s, stats.bank_s = (t_sync - t0, time.perf_counter() - t_collected,
+                                                              bank.seconds)
             if k > 1:
                 state.banks.record(k - 1, bank.versions)
             data.bank_samples = bank.samples  # the bank update over k-1 trains with iteration k
@@ -65,8 +67,9 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
             due = cfg.eval.every and k % cfg.eval.every == 0
             evaluation = evaluate(system, k, state.ledger.latest(), state.banks.latest()) if due else None
             save = k % cfg.loop.checkpoint_every == 0 or (k == cfg.loop.iterations and s == 0)
-            log.log(k, iteration_record(k, data, stats, bank, trained, versions, seconds, system.take_faults(),
-                                        evaluation, str(run.checkpoint_dir(k)) if save else None))
+            log.log(k, iteration_record(k, data, stats, bank, trained, versions, seconds,
+                                        system.take_faults(), evaluation,
+                                        str(run.checkpoint_dir(k)) if save else None))
             if save:  # after the metrics line: metrics always cover what a checkpoint holds
                 save_checkpoint(system, state, k)
         finish(system, cfg, state, log)
@@ -85,7 +88,8 @@ def finish(system: System, cfg: CoplayConfig, state: LoopState, log: MetricsLog)
     last = cfg.loop.iterations
     if cfg.loop.staleness >= 1 and state.ledger.latest_step < last:
         final = train_on(system, cfg, state.data[last], state.ledger)
-        log.log(last + 1, {"final_train": {**final.to_json(), "checkpoint": str(system.run.checkpoint_dir(last))},
+        log.log(last + 1, {"final_train": {**final.to_json(),
+                                           "checkpoint": str(system.run.checkpoint_dir(last))},
                            "reward_parts": final.reward_parts})
         save_checkpoint(system, state, last)
     newest, banks = state.ledger.latest(), state.banks.latest()

@@ -144,8 +144,8 @@ def assert_no_pickle_on_disk(run_dir: str | Path) -> None:
     if findings:
         listing = "\n  ".join(str(f) for f in findings)
         raise PickleOnDiskError(
-            f"{len(findings)} file(s) under {run_dir} need pickle to load (DESIGN.md §6 allows msgpack, JSON, "
-            f"safetensors and torch tensors loaded with weights_only):\n  {listing}"
+            f"{len(findings)} file(s) under {run_dir} need pickle to load (DESIGN.md §6 allows msgpack, "
+            f"JSON, safetensors and torch tensors loaded with weights_only):\n  {listing}"
         )
 
 

@@ -216,7 +216,8 @@ def decode_shard(data: bytes, name: str = "<bytes>") -> Shard:
     if magic != SHARD_MAGIC:
         raise ShardError(f"shard {name}: not a coplay shard (magic {magic!r}, expected {SHARD_MAGIC!r})")
     if version != SCHEMA_VERSION:
-        raise ShardError(f"shard {name}: schema version {version}, this coplay reads version {SCHEMA_VERSION}")
+        raise ShardError(f"shard {name}: schema version {version}, "
+                         f"this coplay reads version {SCHEMA_VERSION}")
     payload = data[_HEADER.size :]
     if len(payload) != length:
         raise ShardError(f"shard {name}: payload is {len(payload)} bytes, header says {length} (truncated?)")

@@ -32,8 +32,8 @@ def text_space(max_length: int) -> spaces.Text:
 
 
 class ObsStr(str):
-    """A `str` with the `dtype` of gymnasium's `Text` space, because PettingZoo's `api_test` compares `obs.dtype`
-    with the observation space's (NOTES.md)."""
+    """A `str` with the `dtype` of gymnasium's `Text` space, because PettingZoo's `api_test` compares
+    `obs.dtype` with the observation space's (NOTES.md)."""
 
     dtype = np.dtype(str)
 

@@ -51,7 +51,8 @@ SPECS: dict[str, GameSpec] = {
                        "coplay_envs.avalon.rules:SEATS", "coplay_envs.avalon.rules:side_of"),
     "diplomacy": GameSpec("diplomacy", "parallel", None, "coplay_envs.diplomacy_v0:parallel_env",
                           "coplay_envs.diplomacy.env:RULES", "coplay_envs.diplomacy.bots:ExpertBot",
-                          "coplay_envs.diplomacy.bots:RandomBot", "coplay_envs.diplomacy.orders:POWERS", None),
+                          "coplay_envs.diplomacy.bots:RandomBot", "coplay_envs.diplomacy.orders:POWERS",
+                          None),
 }
 
 

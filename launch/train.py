@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--config launch/configs/diplomacy-selfplay.yaml run.out_dir=/mnt/coplay/runs rollout.workers=32",
     )
     parser.add_argument("--config", required=True, help="YAML config, e.g. launch/configs/2048.yaml")
-    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. rollout.workers=16 learner.ranks=4")
+    parser.add_argument("overrides", nargs="*",
+                        help="dotted overrides, e.g. rollout.workers=16 learner.ranks=4")
     parser.add_argument("--print-config", action="store_true",
                         help="print the resolved config as YAML (what the job would run) and exit")
     return parser
@@ -58,8 +59,9 @@ def check_run_dir_is_absolute(cfg: CoplayConfig) -> Path:
     if not out_dir.is_absolute():
         raise LaunchError(
             f"run.out_dir={cfg.run.out_dir!r} is relative: a Ray job runs in a temporary copy of its working "
-            f"directory, so the run folder would be lost. Pass an absolute path on storage every node shares, "
-            f"e.g. run.out_dir=/mnt/coplay/runs (or run.out_dir=$PWD/runs on a one-machine cluster)."
+            f"directory, so the run folder would be lost. Pass an absolute path on storage every node "
+            f"shares, e.g. run.out_dir=/mnt/coplay/runs (or run.out_dir=$PWD/runs on a one-machine "
+            f"cluster)."
         )
     return out_dir
 
@@ -79,8 +81,9 @@ def check_envs_match_working_dir(working_dir: Path) -> None:
     if differing:
         shown = ", ".join(differing[:5]) + (f" and {len(differing) - 5} more" if len(differing) > 5 else "")
         raise LaunchError(
-            f"the games in the cluster image ({installed}) differ from the uploaded envs/ ({shown}); rebuild the "
-            f"image from this commit (cluster/docker/Dockerfile) so every node plays the same rules"
+            f"the games in the cluster image ({installed}) differ from the uploaded envs/ ({shown}); "
+            f"rebuild the image from this commit (cluster/docker/Dockerfile) so every node plays the same "
+            f"rules"
         )
 
 

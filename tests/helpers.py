@@ -50,7 +50,8 @@ Answer = Callable[[GenerationRequest, str], str]
 
 
 def scripted_logprob(token_id: int, position: int) -> float:
-    """The log-prob the scripted engine reports: distinct per token and position, so tests see them carried."""
+    """The log-prob the scripted engine reports: distinct per token and position, so tests see them
+    carried."""
     return -((token_id * 31 + position) % 97 + 1) / 50.0
 
 

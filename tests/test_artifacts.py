@@ -24,7 +24,8 @@ from coplay.runs import RunDir
 
 
 def _bundle(tag: bytes) -> dict[str, bytes]:
-    return {"adapter_config.json": b'{"r": 8, "tag": "' + tag + b'"}', "adapter_model.safetensors": b"w" + tag}
+    return {"adapter_config.json": b'{"r": 8, "tag": "' + tag + b'"}',
+            "adapter_model.safetensors": b"w" + tag}
 
 
 def test_adapter_publish_copy_and_republish(tmp_path):
@@ -35,7 +36,8 @@ def test_adapter_publish_copy_and_republish(tmp_path):
     assert record.engine_name == "act@v1"
     folder = run.adapter_dir("act", 1)
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["sha256"] == record.sha256 and manifest["kind"] == "adapter" and manifest["learner_step"] == 1
+    assert (manifest["sha256"] == record.sha256 and manifest["kind"] == "adapter"
+            and manifest["learner_step"] == 1)
     assert manifest["files"] == {name: sha256_bytes(data) for name, data in files.items()}
     assert ledger.republish_adapter("act", 1) == record and ledger.get_adapter("act", 1)[0].files == files
     (folder / "adapter_model.safetensors").write_bytes(b"corrupt")
@@ -65,9 +67,11 @@ def test_banks_get_the_same_manifest_format_and_acks_are_checked(tmp_path):
     path = run.bank_path("avalon/good", 2)
     assert path.read_bytes() == data and record.sha256 == sha256_bytes(data)
     manifest = Manifest.read(bank_manifest_path(path), "bank")
-    assert (manifest.name, manifest.version, manifest.sha256, manifest.iteration) == ("avalon/good", 2, record.sha256, 2)
+    assert (manifest.name, manifest.version, manifest.sha256, manifest.iteration) == (
+        "avalon/good", 2, record.sha256, 2)
     assert read_bank_version(path) == (data, record)
-    assert ledger.latest_bank_version("avalon/good", 5) == 2 and ledger.latest_bank_version("avalon/good", 1) is None
+    assert (ledger.latest_bank_version("avalon/good", 5) == 2
+            and ledger.latest_bank_version("avalon/good", 1) is None)
     with pytest.raises(ArtifactError, match="not JSON"):
         ledger.publish_bank("x", 1, b"{not json", 1)
     ledger.acknowledge("w0", "bank", "avalon/good", 2, record.sha256)

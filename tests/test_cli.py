@@ -36,7 +36,8 @@ def test_config_show_rejects_bad_value_with_exit_2(capsys):
 
 def test_import_coplay_pulls_in_nothing_heavy():
     code = ("import sys, coplay, coplay.config, coplay.types, coplay.runs, coplay.cli; "
-            "heavy = {'torch', 'ray', 'vllm', 'deepspeed', 'transformers'} & set(sys.modules); print(sorted(heavy))")
+            "heavy = {'torch', 'ray', 'vllm', 'deepspeed', 'transformers'} & set(sys.modules); "
+            "print(sorted(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

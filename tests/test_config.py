@@ -89,9 +89,11 @@ def test_per_adapter_mappings_reject_unknown_keys_naming_the_allowed_ones(tmp_pa
         load_config(overrides=["sampling.max_tokens.actt=10"])
     path = tmp_path / "typo.yaml"
     path.write_text("learner:\n  adapter_lr: {currator: 1.0e-4}\n")
-    with pytest.raises(ConfigError, match="learner.adapter_lr.currator: unknown key 'currator'.*act, retrieve"):
+    with pytest.raises(ConfigError,
+                       match="learner.adapter_lr.currator: unknown key 'currator'.*act, retrieve"):
         load_config(path)
-    assert load_config(overrides=["sft.adapter_min_batches.contract=150"]).sft.min_batches()["contract"] == 150
+    assert (load_config(overrides=["sft.adapter_min_batches.contract=150"]).sft.min_batches()["contract"]
+            == 150)
 
 
 def test_a_dotted_mapping_override_merges_like_a_yaml_file(tmp_path):

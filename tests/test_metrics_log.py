@@ -6,7 +6,8 @@ from coplay.driver.metrics import console_line
 
 
 def test_closing_records_are_not_shown_as_empty_iterations():
-    rollout = console_line(3, {"episodes": 8, "generated_tokens_per_s": 366.4, "scores": {"2048": {"mean": 21.0}},
+    rollout = console_line(3, {"episodes": 8, "generated_tokens_per_s": 366.4,
+                               "scores": {"2048": {"mean": 21.0}},
                                "bank_sizes": {"2048": 5}, "versions": {"act": 2}})
     assert rollout.startswith("[bold]it 3[/] episodes=8 tok/s=366 2048=21.0")
     final_step = console_line(5, {"final_train": {"learner_step": 4, "published": {"act": 5}}})

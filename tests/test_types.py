@@ -29,20 +29,25 @@ from coplay.types import (
 text = st.text(max_size=30)
 ints = st.integers(min_value=0, max_value=2**31)
 floats = st.floats(allow_nan=False, allow_infinity=False, width=64)
-features = st.dictionaries(st.text(min_size=1, max_size=8), st.one_of(st.booleans(), ints, floats), max_size=4)
+features = st.dictionaries(st.text(min_size=1, max_size=8), st.one_of(st.booleans(), ints, floats),
+                           max_size=4)
 
 samples = st.builds(
-    Sample, adapter=st.sampled_from(["act", "retrieve", "segment", "contract", "curator"]), adapter_version=ints,
+    Sample, adapter=st.sampled_from(["act", "retrieve", "segment", "contract", "curator"]),
+    adapter_version=ints,
     prompt_ids=st.lists(ints, max_size=20), completion_ids=st.lists(ints, max_size=10),
     logprobs=st.lists(st.floats(max_value=0, allow_nan=False, allow_infinity=False), max_size=10),
-    group_id=text, temperature=st.floats(0, 2), reward=st.one_of(st.none(), floats), completion_text=text,
+    group_id=text, temperature=st.floats(0, 2), reward=st.one_of(st.none(), floats),
+    completion_text=text,
     finish_reason=st.sampled_from(["stop", "length", ""]), sample_id=text,
     meta=st.dictionaries(st.text(max_size=5), st.one_of(text, ints), max_size=3),
 )
 steps = st.builds(
     Step, t=ints, observation=text, action=text, reward=floats, score=floats, invalid=st.integers(0, 7),
-    intention=text, skill_id=st.one_of(st.none(), text), skill_event=st.sampled_from(["", "success", "abort"]),
-    features_before=features, features_after=features, sample_ids=st.lists(text, max_size=3), parse_error=text,
+    intention=text, skill_id=st.one_of(st.none(), text),
+    skill_event=st.sampled_from(["", "success", "abort"]),
+    features_before=features, features_after=features, sample_ids=st.lists(text, max_size=3),
+    parse_error=text,
 )
 trajectories = st.builds(
     Trajectory, episode_id=text, game=st.sampled_from(["2048", "avalon"]), seat=text, role=text, seed=ints,
@@ -50,7 +55,8 @@ trajectories = st.builds(
     adapter_versions=st.dictionaries(st.sampled_from(["act", "retrieve"]), ints), bank_version=ints,
     iteration=ints, terminated=st.booleans(), truncated=st.booleans(), policy=text,
 )
-shards = st.builds(Shard, shard_id=text, iteration=ints, worker=ints, trajectories=st.lists(trajectories, max_size=3))
+shards = st.builds(Shard, shard_id=text, iteration=ints, worker=ints,
+                   trajectories=st.lists(trajectories, max_size=3))
 
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
@@ -72,7 +78,8 @@ def test_version_records_round_trip(adapter_version, bank_version):
 
 
 def _valid_shard() -> Shard:
-    sample = Sample("act", 3, [1, 2, 3], [4, 5], [-0.5, -1.25], "g0", reward=1.0, completion_text="ACTION: up")
+    sample = Sample("act", 3, [1, 2, 3], [4, 5], [-0.5, -1.25], "g0", reward=1.0,
+                    completion_text="ACTION: up")
     step = Step(0, "board", "up", 4.0, 4.0, features_before={"max_tile": 2}, features_after={"max_tile": 4})
     traj = Trajectory("e0", "2048", "player_0", "player", 7, [step], [sample], 4.0, {"act": 3}, 2, 1)
     return Shard("s0", 1, 0, [traj])

@@ -118,7 +118,8 @@ def run(repeats: int = 5) -> dict[str, Any]:
         "ratio": round(env_median / rules_median, 3),
         "ours_runs": [round(x) for x in env],
         "reference_runs": [round(x) for x in rules],
-        "includes": "ours: acting seat's text observation + all 5 seats' view, features, legal actions, state",
+        "includes": "ours: acting seat's text observation + all 5 seats' view, features, legal actions, "
+                    "state",
         "python": sys.version.split()[0],
     }
 
@@ -136,11 +137,14 @@ def score_bots(games: int = BOT_GAMES, first_seed: int = BOT_FIRST_SEED) -> dict
     """Win rates of an expert side against a random side, both ways, and random against random."""
     baseline = play_matchup(RandomBot, RandomBot, games, first_seed)
     return {
-        "expert_good_vs_random_evil": _side_summary(play_matchup(ExpertBot, RandomBot, games, first_seed), "good"),
-        "random_good_vs_expert_evil": _side_summary(play_matchup(RandomBot, ExpertBot, games, first_seed), "evil"),
+        "expert_good_vs_random_evil": _side_summary(play_matchup(ExpertBot, RandomBot, games, first_seed),
+                                                    "good"),
+        "random_good_vs_expert_evil": _side_summary(play_matchup(RandomBot, ExpertBot, games, first_seed),
+                                                    "evil"),
         "random_vs_random_good": _side_summary(baseline, "good"),
         "random_vs_random_evil": _side_summary(baseline, "evil"),
-        "expert_vs_expert_good": _side_summary(play_matchup(ExpertBot, ExpertBot, games, first_seed), "good"),
+        "expert_vs_expert_good": _side_summary(play_matchup(ExpertBot, ExpertBot, games, first_seed),
+                                               "good"),
         "seeds": [first_seed, first_seed + games - 1],
     }
 

@@ -156,9 +156,10 @@ def score_bots(episodes: int = 20, first_seed: int = 1000) -> dict[str, Any]:
                 moves += 1
             scores.append(float(info["score"]))
         summary = summarize(scores)
-        results[name] = {"mean": round(summary.mean, 1), "ci95": [round(summary.ci_low, 1),
-                                                                  round(summary.ci_high, 1)],
-                         "episodes": episodes, "ms_per_move": round(1000 * (time.perf_counter() - start) / moves, 3)}
+        results[name] = {"mean": round(summary.mean, 1),
+                         "ci95": [round(summary.ci_low, 1), round(summary.ci_high, 1)],
+                         "episodes": episodes,
+                         "ms_per_move": round(1000 * (time.perf_counter() - start) / moves, 3)}
     results["ratio"] = round(results["expert"]["mean"] / results["random"]["mean"], 2)
     results["seeds"] = [first_seed, first_seed + episodes - 1]
     return results

@@ -46,7 +46,8 @@ def time_env(seeds: list[int]) -> tuple[float, list[dict[str, Any]]]:
         start = time.process_time()
         observations, infos = env.reset(seed=seed)
         while env.agents:
-            actions = {power: bots[power].act(observations[power], infos[power]).action for power in env.agents}
+            actions = {power: bots[power].act(observations[power], infos[power]).action
+                       for power in env.agents}
             observations, _, _, _, infos = env.step(actions)
             phases += 1
         elapsed += time.process_time() - start
@@ -73,7 +74,8 @@ def time_raw(seeds: list[int], expand: bool = True) -> tuple[float, list[dict[st
                 if not legal:
                     continue
                 count = state["builds"][power]["count"] if game.phase_type == "A" else 0
-                game.set_orders(power, random_orders(legal, game.phase_type, count, rngs[power]), expand=expand)
+                game.set_orders(power, random_orders(legal, game.phase_type, count, rngs[power]),
+                                expand=expand)
             game.process()
             played += 1
         elapsed += time.process_time() - start

@@ -30,7 +30,8 @@ def actor_gpus(configured: float | None) -> float:
 class LearnerRankImpl:
     """One rank: the process-group environment, then a `Learner`."""
 
-    def __init__(self, rank: int, world_size: int, master_addr: str, master_port: int, cfg: dict[str, Any]) -> None:
+    def __init__(self, rank: int, world_size: int, master_addr: str, master_port: int,
+                 cfg: dict[str, Any]) -> None:
         os.environ.update({"RANK": str(rank), "LOCAL_RANK": "0", "WORLD_SIZE": str(world_size),
                            "MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port)})
         from coplay.learn.learner import Learner
@@ -39,17 +40,19 @@ class LearnerRankImpl:
         default_device()
         self.cfg = CoplayConfig.model_validate(cfg)
         self.rank = rank
-        self.learner = Learner(self.cfg.model, self.cfg.adapters, self.cfg.learner, self.cfg.sampling.max_tokens,
-                               seed=self.cfg.seeds.run)
+        self.learner = Learner(self.cfg.model, self.cfg.adapters, self.cfg.learner,
+                               self.cfg.sampling.max_tokens, seed=self.cfg.seeds.run)
 
     def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> TrainStep:
         metrics = self.learner.train_step(samples, advantages)
-        return TrainStep(metrics.learner_step, metrics.adapters, metrics.trained_tokens, dict(self.learner.versions))
+        return TrainStep(metrics.learner_step, metrics.adapters, metrics.trained_tokens,
+                         dict(self.learner.versions))
 
     def sft(self, examples: list[Any], epochs: int, lr: float,
             min_batches: dict[str, int] | None = None) -> dict[str, Any]:
         """Cold-start SFT of every adapter that has examples; per adapter the first and last batch loss.
-        An adapter with few examples runs more epochs, until it has at least `min_batches[adapter]` batches."""
+        An adapter with few examples runs more epochs, until it has at least `min_batches[adapter]`
+        batches."""
         from coplay.learn.sft import run_sft, sft_epochs
 
         report = {}
@@ -57,7 +60,8 @@ class LearnerRankImpl:
             mine = [e for e in examples if e.adapter == adapter]
             if mine:
                 adapter_epochs = sft_epochs(len(mine), epochs, (min_batches or {}).get(adapter, 0))
-                losses = run_sft(self.learner, adapter, mine, epochs=adapter_epochs, lr=lr, seed=self.cfg.seeds.run)
+                losses = run_sft(self.learner, adapter, mine, epochs=adapter_epochs, lr=lr,
+                                 seed=self.cfg.seeds.run)
                 report[adapter] = {"examples": len(mine), "epochs": adapter_epochs, "batches": len(losses),
                                    "first_loss": losses[0], "last_loss": losses[-1]}
         return report

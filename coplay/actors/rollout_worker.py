@@ -5,8 +5,8 @@ It pulls adapter and bank versions from the ArtifactStore by version, verifies t
 adapter checksums; banks are checked here), acknowledges the checksum it loaded, and keeps serving the
 previous version when a new one is refused. A worker remembers nothing across a restart: its constructor
 pulls the store's serving set (the versions the driver last asked every worker to serve), so a restarted or
-newly added worker serves the current versions by itself. Threaded (`max_concurrency`), so the skill bank's `complete`
-calls share the engine with a running `rollout`.
+newly added worker serves the current versions by itself. Threaded (`max_concurrency`), so the skill bank's
+`complete` calls share the engine with a running `rollout`.
 """
 
 from __future__ import annotations
@@ -91,12 +91,13 @@ class RolloutWorkerImpl:
         shard = Shard(shard_id=f"it{iteration}-w{self.worker_id}-{index}", iteration=iteration,
                       worker=self.worker_id, trajectories=trajectories)
         tokens = sum(len(s.completion_ids) for t in trajectories for s in t.samples)
-        return RolloutResult(encode_shard(shard), sorted({t.episode_id for t in trajectories}), seconds, tokens,
-                             dict(ctx.counters))
+        return RolloutResult(encode_shard(shard), sorted({t.episode_id for t in trajectories}), seconds,
+                             tokens, dict(ctx.counters))
 
     def complete(self, adapter: str | None, prompts: list[list[dict[str, str]]], n: int, max_tokens: int,
                  temperature: float, seed: int) -> list[list[BankCompletion]]:
-        """Sample n completions per chat prompt with `adapter` (engine name or None): the skill bank's calls."""
+        """Sample n completions per chat prompt with `adapter` (engine name or None): the skill bank's
+        calls."""
         from coplay.agent.prompts import encode
         from coplay.engines.base import parse_engine_name
 
@@ -107,7 +108,8 @@ class RolloutWorkerImpl:
             ids = encode(self.engine.tokenizer, messages)
             budget = self.cfg.engine.max_model_len - max_tokens
             ids = ids[-budget:] if len(ids) > budget else ids
-            requests += [GenerationRequest(ids, adapter, sampling, seed=seed + 1000 * i + j) for j in range(n)]
+            requests += [GenerationRequest(ids, adapter, sampling, seed=seed + 1000 * i + j)
+                         for j in range(n)]
         outs = self.engine.generate(requests)
         groups = []
         for i in range(len(prompts)):

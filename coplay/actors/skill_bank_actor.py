@@ -109,8 +109,8 @@ class SkillBankImpl:
         reports = []
         for key in sorted(by_key):
             bank = self._base_bank(key, base_versions)
-            new_bank, new_samples, report = update_bank(bank, by_key[key], caller, self.cfg.skill_bank, iteration,
-                                                        max_tokens=self.cfg.sampling.max_tokens)
+            new_bank, new_samples, report = update_bank(bank, by_key[key], caller, self.cfg.skill_bank,
+                                                        iteration, max_tokens=self.cfg.sampling.max_tokens)
             new_banks[key] = new_bank
             samples += new_samples
             reports.append({**report, "skipped_trajectories": skipped})
@@ -124,9 +124,9 @@ class SkillBankImpl:
 
     def seed_banks(self, trajectories: list[Trajectory], iteration: int = 0) -> dict[str, int]:
         """Build the initial banks deterministically from teacher trajectories (the expert bots'):
-        `SEED_UPDATES` updates over interleaved parts of the trajectories, then a labelling pass, with `TeacherCaller` answering as the deterministic
-        policy — which also records the bank adapters' teacher examples for the cold-start SFT (the
-        `contract` examples: the protocols of every seed step's bank)."""
+        `SEED_UPDATES` updates over interleaved parts of the trajectories, then a labelling pass, with
+        `TeacherCaller` answering as the deterministic policy — which also records the bank adapters' teacher
+        examples for the cold-start SFT (the `contract` examples: the protocols of every seed step's bank)."""
         by_key: dict[str, list[Trajectory]] = {}
         for traj in trajectories:
             by_key.setdefault(bank_key_for(traj.game, traj.seat, traj.role), []).append(traj)
@@ -142,7 +142,8 @@ class SkillBankImpl:
                 teacher = TeacherCaller()
                 bank, samples, _ = update_bank(bank, part, teacher, cfg, iteration)
                 teacher.label_curator_by_quality(samples)
-                # every seed step's protocols: more (and more varied) contract prompts than the final bank alone
+                # every seed step's protocols: more (and more varied) contract prompts than the final
+                # bank alone
                 self.teacher += teacher.examples + contract_examples(bank)
             if bank.skills:  # a labelling pass over everything against the final skills; its bank is dropped
                 teacher = TeacherCaller()

@@ -106,8 +106,9 @@ class System:
                         .remote(i, self.actor_config, self.store)
                         for i in range(cfg.rollout.workers)]
         self.learner = LearnerGroup(cfg)
-        self.bank = SkillBankActor.options(name=f"{run.root.name}.bank", num_cpus=0, max_restarts=restarts,
-                                           max_task_retries=0).remote(self.actor_config, self.store, self.workers)
+        self.bank = SkillBankActor.options(
+            name=f"{run.root.name}.bank", num_cpus=0, max_restarts=restarts, max_task_retries=0
+        ).remote(self.actor_config, self.store, self.workers)
         self.bank_payloads: dict[tuple[str, int], bytes] = {}
         self.serving: tuple[list[tuple[str, int]], dict[str, int]] = ([], {})
         self.republish = RepublishPolicy(cfg.cluster.artifact_max_failures)
@@ -159,10 +160,10 @@ class System:
             self.sync_worker(i)
 
     def sync_worker(self, index: int) -> None:
-        """One worker serves the serving set. A refused artifact follows `coplay.artifacts.republish`: counted,
-        republished from the run-folder copy, retried; the policy raises `ArtifactError` (naming the artifact)
-        after `cluster.artifact_max_failures` failures. A worker that dies meanwhile is retried after its
-        restart."""
+        """One worker serves the serving set. A refused artifact follows `coplay.artifacts.republish`:
+        counted, republished from the run-folder copy, retried; the policy raises `ArtifactError` (naming the
+        artifact) after `cluster.artifact_max_failures` failures. A worker that dies meanwhile is retried
+        after its restart."""
         wanted, banks = self.serving
         deaths = 0
         while True:
@@ -196,7 +197,8 @@ class System:
         """`<name>@v<n>` -> {worker: sha256 it acknowledged} for the given versions."""
         out = {}
         for adapter, version in versions.items():
-            out[f"{adapter}@v{version}"] = ray.get(self.store.acknowledged_by.remote("adapter", adapter, version))
+            out[f"{adapter}@v{version}"] = ray.get(
+                self.store.acknowledged_by.remote("adapter", adapter, version))
         for key, version in banks.items():
             out[f"bank:{key}@v{version}"] = ray.get(self.store.acknowledged_by.remote("bank", key, version))
         return out
@@ -219,7 +221,8 @@ class System:
             chunks[(i // self.cfg.rollout.group_size) % n].append(plan)
         slots = [i for i in range(n) if chunks[i]]
         chunks = [chunks[i] for i in slots]
-        refs = [self.workers[w].rollout.remote(chunk, iteration) for w, chunk in zip(slots, chunks, strict=True)]
+        refs = [self.workers[w].rollout.remote(chunk, iteration)
+                for w, chunk in zip(slots, chunks, strict=True)]
         return Rollouts(iteration, chunks, slots, refs)
 
     def gather(self, rollouts: Rollouts) -> list[RolloutResult]:
@@ -242,17 +245,20 @@ class System:
                 reruns[i] += 1
                 worker = (rollouts.workers[i] + reruns[i]) % len(self.workers)
                 episodes = [p.episode_id for p in rollouts.chunks[i]]
-                self._fault("rollout_reruns", f"it{rollouts.iteration} chunk {i}: worker-{rollouts.workers[i]} "
-                                              f"died; {len(episodes)} episodes re-run on worker-{worker}")
+                self._fault("rollout_reruns",
+                            f"it{rollouts.iteration} chunk {i}: worker-{rollouts.workers[i]} "
+                            f"died; {len(episodes)} episodes re-run on worker-{worker}")
                 wait_alive([self.workers[worker]])
                 self.sync_worker(worker)
                 rollouts.workers[i] = worker
-                refs[i] = self.workers[worker].rollout.remote(rollouts.chunks[i], rollouts.iteration, reruns[i])
+                refs[i] = self.workers[worker].rollout.remote(rollouts.chunks[i], rollouts.iteration,
+                                                              reruns[i])
         done = [r for r in results if r is not None]
         check_exactly_once([p.episode_id for c in rollouts.chunks for p in c], done, rollouts.iteration)
         return done
 
-    def collect(self, rollouts: Rollouts, bank_versions: dict[str, int]) -> tuple[IterationData, CollectStats]:
+    def collect(self, rollouts: Rollouts,
+                bank_versions: dict[str, int]) -> tuple[IterationData, CollectStats]:
         """Wait for the rollouts (re-running dead workers' chunks); write one shard per chunk to the run
         folder; decode them. `bank_versions`: the banks these rollouts played with."""
         results = self.gather(rollouts)
@@ -261,7 +267,8 @@ class System:
             path = self.run.shard_path(rollouts.iteration, i)
             path.write_bytes(result.shard)
             trajectories += decode_shard(result.shard, str(path)).trajectories
-        data = IterationData(rollouts.iteration, trajectories, [r.shard for r in results], dict(bank_versions))
+        data = IterationData(rollouts.iteration, trajectories, [r.shard for r in results],
+                             dict(bank_versions))
         return data, CollectStats.of(results, time.perf_counter() - rollouts.started)
 
     def bank_update(self, data: IterationData, versions: dict[str, int], base: dict[str, int]) -> BankJob:
@@ -305,7 +312,8 @@ class System:
         """Count a bank update that died (while taking its shards or while running) for a rerun."""
         job.attempts += 1
         job.ref = None
-        self._fault("bank_reruns", f"bank update over it{job.iteration}: {type(exc).__name__}; rerun {job.attempts}")
+        self._fault("bank_reruns",
+                    f"bank update over it{job.iteration}: {type(exc).__name__}; rerun {job.attempts}")
 
     def restore_artifacts(self, ledger: VersionLedger, banks: BankSchedule) -> None:
         """Adopt every adapter version the ledger names and every bank version the bank schedule names from
@@ -329,7 +337,8 @@ class System:
         """One learner step, then the adapters it changed are published as their new versions."""
         started = time.perf_counter()
         step = self.learner.train_step(samples, advantages)
-        step.published = self.publish_adapters(sorted(step.adapters), step.learner_step) if step.adapters else {}
+        step.published = (self.publish_adapters(sorted(step.adapters), step.learner_step)
+                          if step.adapters else {})
         step.seconds = time.perf_counter() - started
         return step
 
@@ -342,10 +351,11 @@ def check_exactly_once(planned: list[str], results: list[RolloutResult], iterati
         for traj in decode_shard(result.shard, f"it{iteration} result").trajectories:
             key = (traj.episode_id, traj.seat)
             if key in seen:
-                raise EpisodeAccountingError(f"iteration {iteration}: episode {key[0]} seat {key[1]} came back twice")
+                raise EpisodeAccountingError(f"iteration {iteration}: episode {key[0]} seat {key[1]} "
+                                             f"came back twice")
             seen.add(key)
             episodes.add(traj.episode_id)
     missing = sorted(set(planned) - episodes)
     if missing:
-        raise EpisodeAccountingError(f"iteration {iteration}: {len(missing)} planned episodes never came back: "
-                                     f"{missing[:5]}")
+        raise EpisodeAccountingError(f"iteration {iteration}: {len(missing)} planned episodes never came "
+                                     f"back: {missing[:5]}")

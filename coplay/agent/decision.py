@@ -99,8 +99,9 @@ class DecisionAgent:
         return Sample(adapter=adapter, adapter_version=_version(engine_name), prompt_ids=prompt_ids,
                       completion_ids=list(out.token_ids), logprobs=list(out.logprobs),
                       group_id=self.act_group if adapter == "act" else self.retrieve_group,
-                      temperature=sampling.temperature, completion_text=out.text, finish_reason=out.finish_reason,
-                      sample_id=sample_id, meta={"t": t, "engine_name": engine_name or "base"})
+                      temperature=sampling.temperature, completion_text=out.text,
+                      finish_reason=out.finish_reason, sample_id=sample_id,
+                      meta={"t": t, "engine_name": engine_name or "base"})
 
     def _update_active(self, features: Features) -> None:
         if self.active is None or self.skills is None:
@@ -116,7 +117,8 @@ class DecisionAgent:
         if self.skills is None or len(self.skills) == 0:
             return False
         every = self.seat.retrieve_every
-        return self.active is None or self.switch_requested or (every > 0 and t - self.last_retrieval >= every)
+        return (self.active is None or self.switch_requested
+                or (every > 0 and t - self.last_retrieval >= every))
 
     async def _retrieve(self, t: int, observation: str, features: Features, samples: list[Sample]) -> None:
         assert self.skills is not None
@@ -128,7 +130,8 @@ class DecisionAgent:
             return
         text = "\n\n".join(f"[{sid}]\n{body}" for sid, body in candidates)
         try:
-            _, ids = build_retrieve_prompt(self.engine.tokenizer, self.seat.prompt_budget, self.game, observation, text)
+            _, ids = build_retrieve_prompt(self.engine.tokenizer, self.seat.prompt_budget, self.game,
+                                           observation, text)
         except PromptTooLong:
             self._count("prompt_too_long")
             self.active = None
@@ -139,7 +142,8 @@ class DecisionAgent:
         parsed = parse_retrieve(out.text, [sid for sid, _ in candidates])
         if parsed.error:
             self._count("retrieve_parse_error")
-        sample = self._sample("retrieve", self.seat.retrieve, ids, out, sampling, t, f"{self.sample_prefix}/t{t}/retrieve")
+        sample = self._sample("retrieve", self.seat.retrieve, ids, out, sampling, t,
+                              f"{self.sample_prefix}/t{t}/retrieve")
         sample.meta["skill_id"] = parsed.skill_id
         sample.meta["parse_error"] = parsed.error
         samples.append(sample)
@@ -170,7 +174,8 @@ class DecisionAgent:
         out = await self.engine.agenerate(GenerationRequest(
             ids, self.seat.act, sampling, seed=derive_seed(*self.seed_parts, t, "act")))
         parsed = parse_act(out.text, legal, multi_line=self.game in MULTI_LINE_GAMES)
-        samples.append(self._sample("act", self.seat.act, ids, out, sampling, t, f"{self.sample_prefix}/t{t}/act"))
+        samples.append(self._sample("act", self.seat.act, ids, out, sampling, t,
+                                    f"{self.sample_prefix}/t{t}/act"))
         step.action, step.intention, step.parse_error = parsed.action, parsed.intention, parsed.error
         if parsed.error:
             self._count("act_parse_error")

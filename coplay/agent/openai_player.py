@@ -62,8 +62,9 @@ class OpenAIEndpoint:
             return NO_API_KEY
         key = os.environ.get(self.api_key_env, "")
         if not key:
-            raise ValueError(f"endpoint.api_key_env={self.api_key_env!r}: that environment variable is unset or "
-                             f"empty; export it, or remove endpoint.api_key_env for an endpoint without a key")
+            raise ValueError(f"endpoint.api_key_env={self.api_key_env!r}: that environment variable is "
+                             f"unset or empty; export it, or remove endpoint.api_key_env for an endpoint "
+                             f"without a key")
         return key
 
 
@@ -85,7 +86,8 @@ class ChatClient:
                                        timeout=self.endpoint.timeout_s, max_retries=self.endpoint.max_retries)
         return self._client
 
-    async def complete(self, messages: ChatMessages, sampling: SamplingParams, seed: int | None = None) -> str:
+    async def complete(self, messages: ChatMessages, sampling: SamplingParams,
+                       seed: int | None = None) -> str:
         """The assistant's text for `messages` (empty when it sent none). Raises `EndpointError`."""
         import openai
 
@@ -149,7 +151,8 @@ class OpenAISeat:
                     features_before=dict(info.get("features", {})))
         self._count("openai_calls")
         try:
-            text = await self.client.complete(messages, self.sampling, seed=derive_seed(*self.seed_parts, t, "act"))
+            text = await self.client.complete(messages, self.sampling,
+                                              seed=derive_seed(*self.seed_parts, t, "act"))
         except EndpointError as exc:
             self._count("openai_endpoint_errors")
             step.parse_error = f"endpoint error, fallback played: {exc}"

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 INTENTION_TAGS = ("SETUP", "CLEAR", "MERGE", "ATTACK", "DEFEND", "NAVIGATE", "POSITION", "COLLECT", "BUILD",
                   "SURVIVE", "OPTIMIZE", "EXPLORE", "EXECUTE")
 TEMPLATE_SLOT = "<text>"
-_HEADER = re.compile(r"^\s*(?:[-*>#]+\s*|\d+[.)]\s*)?\**\s*(intention|skill|action|orders)\s*\**\s*:\s*\**\s*(.*)$",
-                     re.IGNORECASE)
+_HEADER = re.compile(
+    r"^\s*(?:[-*>#]+\s*|\d+[.)]\s*)?\**\s*(intention|skill|action|orders)\s*\**\s*:\s*\**\s*(.*)$",
+    re.IGNORECASE)
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 _QUOTES = "\"'`“”‘’"
 

@@ -52,8 +52,8 @@ class HistoryEntry:
 def _history_text(history: list[HistoryEntry]) -> str:
     if not history:
         return "Recent steps: none yet."
-    lines = [f"t={h.t}: {h.intention or '-'} | action: {h.action.replace(chr(10), '; ')} | reward {h.reward:g}"
-             for h in history]
+    lines = [f"t={h.t}: {h.intention or '-'} | action: {h.action.replace(chr(10), '; ')} | "
+             f"reward {h.reward:g}" for h in history]
     return "Recent steps (oldest first):\n" + "\n".join(lines)
 
 
@@ -72,8 +72,8 @@ def act_messages(game: str, rules: str, observation: str, legal_actions: list[st
     fmt = ORDERS_FORMAT if game in MULTI_LINE_GAMES else ACT_FORMAT
     system = f"You are an expert player of the game {game}.\nRules:\n{rules.strip()}\n\n{fmt}"
     skill = f"Active skill:\n{skill_text.strip()}" if skill_text else "Active skill: none."
-    user = "\n\n".join([f"Observation:\n{observation.rstrip()}", _legal_text(legal_actions, legal_limit), skill,
-                        _history_text(history), "Your answer:"])
+    user = "\n\n".join([f"Observation:\n{observation.rstrip()}", _legal_text(legal_actions, legal_limit),
+                        skill, _history_text(history), "Your answer:"])
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 

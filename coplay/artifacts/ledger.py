@@ -33,7 +33,8 @@ class ArtifactLedger:
     run: RunDir | None
     adapters: dict[tuple[str, int], tuple[AdapterBundle, AdapterVersion]] = field(default_factory=dict)
     banks: dict[tuple[str, int], tuple[bytes, BankVersion]] = field(default_factory=dict)
-    acks: dict[tuple[str, str, int], dict[str, str]] = field(default_factory=dict)  # (kind, name, v) -> worker -> sha
+    # (kind, name, v) -> worker -> sha
+    acks: dict[tuple[str, str, int], dict[str, str]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ adapters
     def publish_adapter(self, adapter: str, version: int, files: dict[str, bytes], sha256: str,
@@ -42,8 +43,8 @@ class ArtifactLedger:
         them is refused)."""
         bundle = AdapterBundle.of(files)
         if bundle.sha256 != sha256:
-            raise ArtifactError(f"adapter {adapter}@v{version}: checksum {sha256[:12]} does not match its bytes "
-                                f"({bundle.sha256[:12]}); not published")
+            raise ArtifactError(f"adapter {adapter}@v{version}: checksum {sha256[:12]} does not match its "
+                                f"bytes ({bundle.sha256[:12]}); not published")
         key = (adapter, version)
         if key in self.adapters:
             if self.adapters[key][1].sha256 != sha256:
@@ -80,7 +81,8 @@ class ArtifactLedger:
         folder = self._run("restore_adapter").adapter_dir(adapter, version)
         bundle, record = read_adapter_version(folder)
         if (record.adapter, record.version) != (adapter, version):
-            raise ArtifactError(f"{folder}: its manifest names {record.engine_name}, expected {adapter}@v{version}")
+            raise ArtifactError(f"{folder}: its manifest names {record.engine_name}, "
+                                f"expected {adapter}@v{version}")
         self.adapters[(adapter, version)] = (bundle, record)
         return record
 
@@ -96,7 +98,8 @@ class ArtifactLedger:
             return self.banks[key][1]
         check_bank_json(data, bank_key, version)
         if self.run is not None:
-            record = write_bank_version(self.run.bank_path(bank_key, version), data, bank_key, version, iteration)
+            record = write_bank_version(self.run.bank_path(bank_key, version), data, bank_key, version,
+                                        iteration)
         else:
             record = BankVersion(bank_key, version, sha, iteration, "")
         self.banks[key] = (data, record)
@@ -135,8 +138,8 @@ class ArtifactLedger:
         expected = (self.get_adapter(name, version)[1].sha256 if kind == "adapter"
                     else self.get_bank(name, version)[1].sha256)
         if sha256 != expected:
-            raise ArtifactError(f"worker {worker} acknowledged {kind} {name} v{version} with sha256 {sha256[:12]}, "
-                                f"published {expected[:12]}")
+            raise ArtifactError(f"worker {worker} acknowledged {kind} {name} v{version} with sha256 "
+                                f"{sha256[:12]}, published {expected[:12]}")
         self.acks.setdefault((kind, name, version), {})[worker] = sha256
 
     def acknowledged_by(self, kind: str, name: str, version: int) -> dict[str, str]:

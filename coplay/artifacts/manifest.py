@@ -61,8 +61,8 @@ class Manifest:
         if data.get("kind") != kind:
             raise ArtifactError(f"manifest {path}: kind {data.get('kind')!r}, expected {kind!r}")
         try:
-            return cls(kind=kind, name=str(data["name"]), version=int(data["version"]), sha256=str(data["sha256"]),
-                       files={str(k): str(v) for k, v in data["files"].items()},
+            return cls(kind=kind, name=str(data["name"]), version=int(data["version"]),
+                       sha256=str(data["sha256"]), files={str(k): str(v) for k, v in data["files"].items()},
                        learner_step=None if data.get("learner_step") is None else int(data["learner_step"]),
                        iteration=None if data.get("iteration") is None else int(data["iteration"]))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -94,7 +94,8 @@ def write_adapter_version(folder: str | Path, bundle: AdapterBundle, adapter: st
         for name in BUNDLE_FILES:
             write_bytes_atomic(tmp / name, bundle.files[name])
         manifest = Manifest("adapter", adapter, version, bundle.sha256,
-                            {n: sha256_bytes(bundle.files[n]) for n in BUNDLE_FILES}, learner_step=learner_step)
+                            {n: sha256_bytes(bundle.files[n]) for n in BUNDLE_FILES},
+                            learner_step=learner_step)
         write_json_atomic(tmp / ADAPTER_MANIFEST, manifest.to_json())
         tmp.rename(folder)
     except BaseException:
@@ -110,12 +111,13 @@ def read_adapter_version(folder: str | Path) -> tuple[AdapterBundle, AdapterVers
     if set(manifest.files) != set(BUNDLE_FILES):
         raise ArtifactError(f"manifest {folder / ADAPTER_MANIFEST} lists {sorted(manifest.files)}, "
                             f"expected {list(BUNDLE_FILES)}")
-    bundle = AdapterBundle.of({name: _check_file(folder / name, manifest.files[name]) for name in BUNDLE_FILES})
+    bundle = AdapterBundle.of({name: _check_file(folder / name, manifest.files[name])
+                               for name in BUNDLE_FILES})
     if bundle.sha256 != manifest.sha256:
         raise ArtifactError(f"adapter {folder}: bundle sha256 {bundle.sha256[:12]} does not match "
                             f"{manifest.sha256[:12]} in {folder / ADAPTER_MANIFEST}")
-    return bundle, AdapterVersion(manifest.name, manifest.version, manifest.sha256, manifest.learner_step or 0,
-                                  str(folder))
+    return bundle, AdapterVersion(manifest.name, manifest.version, manifest.sha256,
+                                  manifest.learner_step or 0, str(folder))
 
 
 # ------------------------------------------------------------------------------------------- banks
@@ -133,7 +135,8 @@ def check_bank_json(data: bytes, bank_key: str, version: int) -> None:
         raise ArtifactError(f"bank {bank_key} v{version}: not JSON ({exc}); not published") from None
 
 
-def write_bank_version(path: str | Path, data: bytes, bank_key: str, version: int, iteration: int) -> BankVersion:
+def write_bank_version(path: str | Path, data: bytes, bank_key: str, version: int,
+                       iteration: int) -> BankVersion:
     """Write a bank version's JSON bytes and its manifest (the file first). Never overwrites a version."""
     path = Path(path)
     if path.exists():
@@ -142,7 +145,8 @@ def write_bank_version(path: str | Path, data: bytes, bank_key: str, version: in
     sha = sha256_bytes(data)
     write_bytes_atomic(path, data)
     write_json_atomic(bank_manifest_path(path),
-                      Manifest("bank", bank_key, version, sha, {path.name: sha}, iteration=iteration).to_json())
+                      Manifest("bank", bank_key, version, sha, {path.name: sha},
+                               iteration=iteration).to_json())
     return BankVersion(bank_key, version, sha, iteration, str(path))
 
 
@@ -151,4 +155,5 @@ def read_bank_version(path: str | Path) -> tuple[bytes, BankVersion]:
     path = Path(path)
     manifest = Manifest.read(bank_manifest_path(path), "bank")
     data = _check_file(path, manifest.sha256)
-    return data, BankVersion(manifest.name, manifest.version, manifest.sha256, manifest.iteration or 0, str(path))
+    return data, BankVersion(manifest.name, manifest.version, manifest.sha256, manifest.iteration or 0,
+                             str(path))

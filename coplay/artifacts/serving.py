@@ -26,7 +26,8 @@ class Refusal:
 
     @property
     def label(self) -> str:
-        return f"{self.name}@v{self.version}" if self.kind == "adapter" else f"bank:{self.name}@v{self.version}"
+        return (f"{self.name}@v{self.version}" if self.kind == "adapter"
+                else f"bank:{self.name}@v{self.version}")
 
 
 @dataclass
@@ -58,5 +59,5 @@ def adapters_to_retire(loaded: list[str], wanted: list[tuple[str, int]], refused
 def check_bank_delivery(data: bytes, record: BankVersion) -> None:
     """A delivered bank version must hash to its published checksum."""
     if sha256_bytes(data) != record.sha256:
-        raise ArtifactError(f"bank {record.bank_key} v{record.version}: sha256 of the delivered bytes does not "
-                            f"match the published {record.sha256[:12]}")
+        raise ArtifactError(f"bank {record.bank_key} v{record.version}: sha256 of the delivered bytes "
+                            f"does not match the published {record.sha256[:12]}")

@@ -47,10 +47,11 @@ from coplay.config.tree import (
 
 __all__ = [
     "ADAPTER_NAMES", "BANK_ADAPTERS", "DECISION_ADAPTERS", "DEFAULT_LORA_TARGETS", "GAME_KEYS",
-    "AdapterLearningRates", "AdapterMinBatches", "AdapterSpecs", "BoundaryConfig", "ClusterConfig", "ConfigError",
-    "ContractConfig", "CoplayConfig", "EndpointConfig", "EngineConfig", "EvalConfig", "GameConfig", "LearnerConfig",
-    "LoggingConfig", "LoopConfig", "LoraSpec", "MaintenanceConfig", "MaxTokens", "ModelConfig", "OpponentPoolConfig",
-    "PerAdapter", "RolloutConfig", "RunConfig", "SamplingConfig", "Section", "SeedRange", "SeedsConfig",
+    "AdapterLearningRates", "AdapterMinBatches", "AdapterSpecs", "BoundaryConfig", "ClusterConfig",
+    "ConfigError", "ContractConfig", "CoplayConfig", "EndpointConfig", "EngineConfig", "EvalConfig",
+    "GameConfig", "LearnerConfig", "LoggingConfig", "LoopConfig", "LoraSpec", "MaintenanceConfig",
+    "MaxTokens", "ModelConfig", "OpponentPoolConfig", "PerAdapter", "RolloutConfig", "RunConfig",
+    "SamplingConfig", "Section", "SeedRange", "SeedsConfig",
     "SegmentationConfig", "SftConfig", "SkillBankConfig", "TinyModelConfig", "apply_override", "load_config",
     "parse_override", "read_yaml",
 ]

@@ -28,7 +28,8 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     """The config section class at a validation error's location (None where the path leaves the tree)."""
     model: Any = CoplayConfig
     for part in loc:
-        field = model.model_fields.get(str(part)) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        field = (model.model_fields.get(str(part))
+                 if isinstance(model, type) and issubclass(model, BaseModel) else None)
         if field is None:
             return None
         annotation = field.annotation
@@ -70,11 +71,13 @@ def apply_override(data: dict[str, Any], path: list[str], value: Any, known: dic
     node, ref = data, known
     for i, part in enumerate(path):
         if isinstance(ref, dict) and part not in ref and not _is_open_mapping(path[:i]):
-            raise ConfigError(f"override {'.'.join(path)}: unknown key {part!r}; allowed here: {', '.join(sorted(ref))}")
+            raise ConfigError(f"override {'.'.join(path)}: unknown key {part!r}; "
+                              f"allowed here: {', '.join(sorted(ref))}")
         ref = ref.get(part, {}) if isinstance(ref, dict) else {}
         if i == len(path) - 1:
             current = node.get(part)
-            node[part] = _deep_merge(current, value) if isinstance(current, dict) and isinstance(value, dict) else value
+            node[part] = (_deep_merge(current, value)
+                          if isinstance(current, dict) and isinstance(value, dict) else value)
         else:
             if node.get(part) is None:
                 node[part] = {}

@@ -52,8 +52,9 @@ class TinyModelConfig(Section):
     max_position_embeddings: int = Field(8192, ge=256)
     output_init_std: float = Field(
         0.25, gt=0.0,
-        description="std of the output projection's random weights; with the usual 0.02 and hidden 64 no logit "
-                    "margin can exceed about 1, so no adapter could make the tiny model's answers peaked")
+        description="std of the output projection's random weights; with the usual 0.02 and hidden 64 no "
+                    "logit margin can exceed about 1, so no adapter could make the tiny model's answers "
+                    "peaked")
     cache_dir: str | None = Field(None, description="default: $XDG_CACHE_HOME/coplay or ~/.cache/coplay")
 
 
@@ -158,7 +159,8 @@ class EndpointConfig(Section):
 
     base_url: str | None = Field(None, description="API root incl. /v1, e.g. http://127.0.0.1:8000/v1")
     model: str | None = None
-    api_key_env: str | None = Field(None, description="environment variable holding the API key; None: no key")
+    api_key_env: str | None = Field(
+        None, description="environment variable holding the API key; None: no key")
     timeout_s: float = Field(60.0, gt=0.0, description="per request")
     max_retries: int = Field(2, ge=0, description="on connection errors, timeouts, 408/409/429/5xx")
     concurrency: int = Field(8, ge=1, description="requests in flight")
@@ -170,8 +172,8 @@ class EndpointConfig(Section):
     @model_validator(mode="after")
     def _url(self) -> EndpointConfig:
         if self.base_url and not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url {self.base_url!r}: expected an http:// or https:// URL ending in the API "
-                             "root, e.g. http://127.0.0.1:8000/v1")
+            raise ValueError(f"base_url {self.base_url!r}: expected an http:// or https:// URL ending in the "
+                             "API root, e.g. http://127.0.0.1:8000/v1")
         return self
 
     def require(self, who: str) -> None:
@@ -185,7 +187,8 @@ class EngineConfig(Section):
     """Inference engines (token-in/token-out) in the rollout workers."""
 
     backend: Literal["vllm", "hf"] = "vllm"
-    max_loras: int = Field(12, ge=1, description="LoRA slots: current + previous version of each adapter + opponents")
+    max_loras: int = Field(
+        12, ge=1, description="LoRA slots: current + previous version of each adapter + opponents")
     max_lora_rank: int = Field(16, ge=1)
     max_model_len: int = Field(8192, ge=128)
     max_num_seqs: int = Field(64, ge=1)
@@ -276,7 +279,8 @@ class GameConfig(Section):
 
 
 def _default_games() -> dict[str, GameConfig]:
-    scales = {"2048": 0.01, "candy_crush": 0.05, "tetris": 0.1, "mario": 0.01, "avalon": 1.0, "diplomacy": 1.0}
+    scales = {"2048": 0.01, "candy_crush": 0.05, "tetris": 0.1, "mario": 0.01, "avalon": 1.0,
+              "diplomacy": 1.0}
     return {key: GameConfig(reward_scale=scales[key]) for key in GAME_KEYS}
 
 
@@ -304,15 +308,16 @@ class SegmentationConfig(Section):
 class ContractConfig(Section):
     """Contract learning: which literals are a skill's effects, and when an instance passes."""
 
-    eff_freq: float = Field(0.5, gt=0.0, le=1.0, description="a literal holding in this share of instances is an effect")
+    eff_freq: float = Field(
+        0.5, gt=0.0, le=1.0, description="a literal holding in this share of instances is an effect")
     pass_threshold: float = Field(0.7, gt=0.0, le=1.0)
     literal_window: int = Field(2, ge=1, description="steps in a segment's start and end windows")
-    trivial_literal_rate: float = Field(0.8, gt=0.0, le=1.0,
-                                        description="literals holding in this share of all segments are not effects")
+    trivial_literal_rate: float = Field(
+        0.8, gt=0.0, le=1.0, description="literals holding in this share of all segments are not effects")
     min_literals: int = Field(2, ge=1, description="a materialized skill's contract has at least this many")
     refresh: int = Field(
-        4, ge=0, description="per update, skills that gained evidence (most first) whose protocol the contract "
-                             "adapter rewrites, besides the skills maintenance created or changed")
+        4, ge=0, description="per update, skills that gained evidence (most first) whose protocol the "
+                             "contract adapter rewrites, besides the skills maintenance created or changed")
     evidence_limit: int = Field(32, ge=1, description="recent instances kept per skill")
 
 
@@ -336,7 +341,8 @@ class SkillBankConfig(Section):
     use_model: bool = True
     queue_size: int = Field(8, ge=1)
     group_size: int = Field(4, ge=1, description="samples per bank-adapter prompt (GRPO group)")
-    heldout_every: int = Field(4, ge=2, description="every k-th trajectory (sorted by episode id) is held out")
+    heldout_every: int = Field(
+        4, ge=2, description="every k-th trajectory (sorted by episode id) is held out")
     boundaries: BoundaryConfig = BoundaryConfig()
     segmentation: SegmentationConfig = SegmentationConfig()
     contracts: ContractConfig = ContractConfig()
@@ -370,19 +376,24 @@ class SftConfig(Section):
     teacher: Literal["bots", "openai"] = "bots"
     endpoint: EndpointConfig = EndpointConfig()
     episodes_per_game: int = Field(60, ge=1)
-    max_steps: int | None = Field(None, ge=1, description="horizon of teacher episodes (None: the game's own)")
-    max_examples_per_adapter: int = Field(2000, ge=1, description="cap on SFT examples per adapter (evenly spread)")
+    max_steps: int | None = Field(
+        None, ge=1, description="horizon of teacher episodes (None: the game's own)")
+    max_examples_per_adapter: int = Field(
+        2000, ge=1, description="cap on SFT examples per adapter (evenly spread)")
     epochs: int = Field(1, ge=1)
     min_batches_per_adapter: int = Field(
-        0, ge=0, description="repeat an adapter's few examples (more epochs) until it gets at least this many "
-                             "optimizer batches; the bank adapters often have a handful of teacher examples")
+        0, ge=0, description="repeat an adapter's few examples (more epochs) until it gets at least this "
+                             "many optimizer batches; the bank adapters often have a handful of teacher "
+                             "examples")
     adapter_min_batches: AdapterMinBatches = Field(
-        AdapterMinBatches(), description="per-adapter override of min_batches_per_adapter, e.g. contract: 150: a "
-                                         "long JSON answer needs far more passes over its few examples than a verdict")
+        AdapterMinBatches(),
+        description="per-adapter override of min_batches_per_adapter, e.g. contract: 150: a long JSON "
+                    "answer needs far more passes over its few examples than a verdict")
     lr: float = Field(1e-4, gt=0.0)
 
     def min_batches(self) -> dict[str, int]:
-        """Minimum SFT optimizer batches of every adapter (the per-adapter override, else the common floor)."""
+        """Minimum SFT optimizer batches of every adapter (the per-adapter override, else the common
+        floor)."""
         return {a: self.adapter_min_batches.get(a, self.min_batches_per_adapter) for a in ADAPTER_NAMES}
 
     @model_validator(mode="after")
@@ -402,7 +413,8 @@ class LoopConfig(Section):
 
 class EvalConfig(Section):
     """The evaluation protocol (COS-PLAY's) on `seeds.eval`, in a run (`every`, `at_start`) and in
-    `coplay eval`: single-player games one episode per eval seed, Avalon/Diplomacy the player at every seat."""
+    `coplay eval`: single-player games one episode per eval seed, Avalon/Diplomacy the player at every
+    seat."""
 
     every: int = Field(5, ge=0, description="evaluate on seeds.eval every E iterations (0 = never)")
     at_start: bool = Field(
@@ -411,7 +423,8 @@ class EvalConfig(Section):
     episodes_per_seat: int = Field(10, ge=1, description="episodes per seat in Avalon/Diplomacy (paper: 10)")
     opponents: Literal["expert", "random", "self"] = "expert"
     temperature: float = Field(0.3, ge=0.0, description="sampling temperature of evaluated model seats")
-    max_steps: int | None = Field(None, ge=1, description="cap on decisions per episode (None: rollout.max_steps)")
+    max_steps: int | None = Field(
+        None, ge=1, description="cap on decisions per episode (None: rollout.max_steps)")
 
 
 class ClusterConfig(Section):
@@ -424,9 +437,11 @@ class ClusterConfig(Section):
     max_restarts: int = Field(3, ge=0)
     artifact_max_failures: int = Field(3, ge=1)
     rollout_worker_gpus: float | None = Field(
-        None, ge=0.0, description="GPUs per rollout worker; None: 1 on a cluster with GPUs, else 0 (a CPU slot)")
+        None, ge=0.0,
+        description="GPUs per rollout worker; None: 1 on a cluster with GPUs, else 0 (a CPU slot)")
     learner_rank_gpus: float | None = Field(
-        None, ge=0.0, description="GPUs per learner rank; None: 1 on a cluster with GPUs, else 0 (a CPU slot)")
+        None, ge=0.0,
+        description="GPUs per learner rank; None: 1 on a cluster with GPUs, else 0 (a CPU slot)")
 
 
 class LoggingConfig(Section):

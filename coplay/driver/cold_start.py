@@ -23,17 +23,18 @@ def teacher_seeds(cfg: CoplayConfig) -> list[int]:
     return list(range(max(cfg.seeds.train.start, stop - n), stop))
 
 
-def openai_teacher(cfg: CoplayConfig, game: str, examples: list[ChatExample]) -> tuple[list[ChatExample], dict[str, int]]:
+def openai_teacher(cfg: CoplayConfig, game: str,
+                   examples: list[ChatExample]) -> tuple[list[ChatExample], dict[str, int]]:
     """`sft.teacher=openai`: the endpoint answers the `act` prompts of `examples` (greedy, within the `act`
     token budget); unusable answers are dropped and counted. No usable answer at all is an error, not an
     SFT on nothing."""
     sampling = SamplingParams(temperature=0.0, max_tokens=cfg.sampling.max_tokens["act"])
-    answered, counts = openai_act_examples(game, examples, OpenAIEndpoint.from_config(cfg.sft.endpoint), sampling,
-                                           cfg.sft.endpoint.concurrency)
+    answered, counts = openai_act_examples(game, examples, OpenAIEndpoint.from_config(cfg.sft.endpoint),
+                                           sampling, cfg.sft.endpoint.concurrency)
     if counts["prompts"] and not counts["kept"]:
-        raise RuntimeError(f"sft.teacher=openai: {cfg.sft.endpoint.base_url} (model {cfg.sft.endpoint.model}) gave no "
-                           f"usable answer for the {game} prompts ({counts}); check the endpoint, or use "
-                           f"sft.teacher=bots")
+        raise RuntimeError(f"sft.teacher=openai: {cfg.sft.endpoint.base_url} (model "
+                           f"{cfg.sft.endpoint.model}) gave no usable answer for the {game} prompts "
+                           f"({counts}); check the endpoint, or use sft.teacher=bots")
     return answered, counts
 
 
@@ -68,7 +69,8 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
             if cfg.sft.teacher == "openai":
                 game_examples, teacher_counts[game] = openai_teacher(cfg, game, game_examples)
             examples += game_examples
-        examples = cap_per_adapter(examples + system.bank_teacher_examples(), cfg.sft.max_examples_per_adapter)
+        examples = cap_per_adapter(examples + system.bank_teacher_examples(),
+                                   cfg.sft.max_examples_per_adapter)
         started = time.perf_counter()
         report["sft"] = system.learner.sft(examples, cfg.sft.epochs, cfg.sft.lr, cfg.sft.min_batches())
         report["sft_seconds"] = time.perf_counter() - started

@@ -51,7 +51,8 @@ def run_demo(overrides: list[str] | None = None) -> Path:
     from coplay.report.html import write_report
 
     if not DEMO_CONFIG.is_file():
-        raise FileNotFoundError(f"{DEMO_CONFIG}: the demo runs from a coplay checkout (git clone, then make demo)")
+        raise FileNotFoundError(f"{DEMO_CONFIG}: the demo runs from a coplay checkout "
+                                f"(git clone, then make demo)")
     started = time.time()
     run_root = Path(train(load_config(DEMO_CONFIG, overrides)))
     bank_report = write_bank_report(run_root)

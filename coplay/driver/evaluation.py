@@ -11,7 +11,8 @@ from coplay.eval.protocol import eval_plans, evaluated, player_seat, summarize_e
 from coplay.types import decode_shard
 
 
-def evaluate(system: Any, iteration: int, versions: dict[str, int], bank_versions: dict[str, int]) -> dict[str, Any]:
+def evaluate(system: Any, iteration: int, versions: dict[str, int],
+             bank_versions: dict[str, int]) -> dict[str, Any]:
     """The protocol on the workers at the given versions; returns the summary per game."""
     cfg = system.cfg
     plans = eval_plans(cfg, player_seat(cfg, "model", versions), f"it{iteration}")
@@ -20,6 +21,7 @@ def evaluate(system: Any, iteration: int, versions: dict[str, int], bank_version
     trajectories = [t for r in results for t in decode_shard(r.shard, f"eval it{iteration}").trajectories]
     summary = summarize_eval(evaluated(trajectories, plans))
     write_eval(system.run.eval, f"it{iteration:05d}", summary,
-               {"player": "model", "iteration": iteration, "versions": versions, "bank_versions": bank_versions,
-                "temperature": cfg.eval.temperature, "seeds": [cfg.seeds.eval.start, cfg.seeds.eval.stop]})
+               {"player": "model", "iteration": iteration, "versions": versions,
+                "bank_versions": bank_versions, "temperature": cfg.eval.temperature,
+                "seeds": [cfg.seeds.eval.start, cfg.seeds.eval.stop]})
     return summary

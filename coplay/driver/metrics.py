@@ -109,7 +109,8 @@ def reward_parts(samples: list[Sample]) -> dict[str, dict[str, float]]:
     for s in samples:
         if s.reward is not None:
             rewards[s.adapter].append(float(s.reward))
-    return {a: {"mean": sum(v) / len(v), "min": min(v), "max": max(v), "n": len(v)} for a, v in sorted(rewards.items())}
+    return {a: {"mean": sum(v) / len(v), "min": min(v), "max": max(v), "n": len(v)}
+            for a, v in sorted(rewards.items())}
 
 
 TRAIN_KEYS = ("learner_step", "adapters", "trained_tokens", "published", "nonzero_advantages", "reward_parts",
@@ -138,7 +139,8 @@ def iteration_record(iteration: int, data: IterationData, stats: CollectStats, b
         "bank_samples": {k: v for r in bank.reports for k, v in r.get("samples", {}).items()},
         "train": {k: v for k, v in train_json.items() if k in TRAIN_KEYS},
         "timings": {"iteration_s": seconds, "sync_s": stats.sync_s, "rollout_wall_s": stats.wall_seconds,
-                    "generation_s": stats.generation_seconds, "env_s": stats.env_ns / 1e9, "bank_s": stats.bank_s,
+                    "generation_s": stats.generation_seconds, "env_s": stats.env_ns / 1e9,
+                    "bank_s": stats.bank_s,
                     "bank_wait_s": stats.bank_wait_s, "train_s": train_json.get("train_seconds", 0.0)},
         "generated_tokens": stats.generated_tokens,
         "generated_tokens_per_s": stats.generated_tokens / max(stats.generation_seconds, 1e-9),

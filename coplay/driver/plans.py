@@ -38,7 +38,8 @@ def start_seeds(cfg: CoplayConfig, iteration: int, game_index: int) -> list[int]
     return [lo + (first + i) % (hi - lo) for i in range(n)]
 
 
-def draw_opponent(cfg: CoplayConfig, rng: random.Random, act_versions: list[int], current: ModelSeat) -> SeatPlayer:
+def draw_opponent(cfg: CoplayConfig, rng: random.Random, act_versions: list[int],
+                  current: ModelSeat) -> SeatPlayer:
     """One opponent from the pool (DESIGN.md §6): the current policy, a frozen earlier version (half the
     draws the newest, the rest spread over older ones), an expert or random bot, or the configured
     OpenAI-compatible endpoint (sampled like the current policy's `act`)."""
@@ -77,7 +78,8 @@ def iteration_plans(cfg: CoplayConfig, iteration: int, versions: Mapping[str, in
                 for name in coplay_envs.seats(game)[1:]:
                     rng = random.Random(derive_seed(cfg.seeds.run, iteration, episode_id, name, "opponent"))
                     players[name] = draw_opponent(cfg, rng, frozen_act, seat)
-                plans.append(EpisodePlan(game=game, seed=seed, episode_id=episode_id, default=SeatPlayer("model", seat),
+                plans.append(EpisodePlan(game=game, seed=seed, episode_id=episode_id,
+                                         default=SeatPlayer("model", seat),
                                          players=players, env_kwargs=dict(game_cfg.env_kwargs),
                                          max_steps=cfg.rollout.max_steps, iteration=iteration,
                                          bank_version=bank_version))

@@ -48,8 +48,8 @@ class CollectStats:
     @classmethod
     def of(cls, results: list[RolloutResult], wall_seconds: float) -> CollectStats:
         """Generation time is the slowest worker's; counters are summed over workers."""
-        stats = cls(generation_seconds=max((r.seconds for r in results), default=0.0), wall_seconds=wall_seconds,
-                    generated_tokens=sum(r.generated_tokens for r in results))
+        stats = cls(generation_seconds=max((r.seconds for r in results), default=0.0),
+                    wall_seconds=wall_seconds, generated_tokens=sum(r.generated_tokens for r in results))
         for key in COUNTED:
             setattr(stats, key, sum(int(r.counters.get(key, 0)) for r in results))
         return stats

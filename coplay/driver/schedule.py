@@ -52,7 +52,8 @@ class VersionLedger:
         versions = {**self.steps[last], **changed}
         for adapter, version in changed.items():
             if version <= self.steps[last].get(adapter, -1):
-                raise ValueError(f"adapter {adapter}: version {version} does not advance {self.steps[last][adapter]}")
+                raise ValueError(f"adapter {adapter}: version {version} does not advance "
+                                 f"{self.steps[last][adapter]}")
         self.steps[step] = versions
         return versions
 

@@ -9,7 +9,8 @@ and restores exactly:
 - the artifacts: every adapter version the ledger names, from `adapters/<a>/v<n>/` (checked against the sha256
   of its manifest), and every bank version the bank schedule names, from `banks/<key>/v<n>.json` (checked
   against its manifest), into a fresh ArtifactStore; workers then sync from it as in any iteration;
-- the skill-bank actor: its next update builds on the newest bank versions of the schedule, read from the store;
+- the skill-bank actor: its next update builds on the newest bank versions of the schedule, read from the
+  store;
 - the data of iteration k that is still needed: its shards (the bank update over k runs during iteration
   k+1; with staleness >= 1 learner step k also trains on them), checked against the sha256 the checkpoint
   recorded, and the bank-adapter samples of the bank update over k-1 (`shards/bank-samples/it<k>.msgpack`,
@@ -117,7 +118,8 @@ def load_pending(run: RunDir, record: dict[str, Any]) -> IterationData:
     payload = _read_checked(bank_samples_path(run, iteration), record["bank_samples"]["sha256"])
     content = msgpack.unpackb(payload, raw=False, strict_map_key=False)
     if content.get("format") != BANK_SAMPLES_FORMAT:
-        raise ResumeError(f"cannot resume: {bank_samples_path(run, iteration)} has format {content.get('format')!r}")
+        raise ResumeError(f"cannot resume: {bank_samples_path(run, iteration)} has format "
+                          f"{content.get('format')!r}")
     samples = [from_dict(Sample, s) for s in content["samples"]]
     return IterationData(iteration, trajectories, shards, dict(record["bank_versions"]), samples)
 
@@ -128,11 +130,13 @@ def resumable_checkpoint(run: RunDir) -> Path:
 
     ckpt = latest_checkpoint(run.root / "checkpoints")
     if ckpt is None:
-        raise ResumeError(f"cannot resume {run.root}: no complete checkpoint under {run.root / 'checkpoints'}")
+        raise ResumeError(f"cannot resume {run.root}: no complete checkpoint under "
+                          f"{run.root / 'checkpoints'}")
     return ckpt
 
 
-def fresh_state(system: Any, cfg: CoplayConfig, log: Any, evaluate: Callable[..., dict] | None = None) -> LoopState:
+def fresh_state(system: Any, cfg: CoplayConfig, log: Any,
+                evaluate: Callable[..., dict] | None = None) -> LoopState:
     """Step 0 (cold start) of a new run; with `evaluate` (eval at start) the cold-start adapters are
     evaluated as iteration 0, the SFT-only point of the learning curve."""
     from coplay.driver.cold_start import cold_start
@@ -151,7 +155,8 @@ def resume_state(system: Any, cfg: CoplayConfig, log: Any) -> LoopState:
     ckpt = resumable_checkpoint(run)
     extra = system.learner.load_checkpoint(str(ckpt)).extra
     if "ledger" not in extra or "pending" not in extra:
-        raise ResumeError(f"cannot resume from {ckpt}: its state.json has no loop state (ledger, pending data)")
+        raise ResumeError(f"cannot resume from {ckpt}: its state.json has no loop state "
+                          f"(ledger, pending data)")
     if int(extra["staleness"]) != cfg.loop.staleness:
         raise ResumeError(f"cannot resume from {ckpt}: written with loop.staleness={extra['staleness']}, "
                           f"config says {cfg.loop.staleness}")

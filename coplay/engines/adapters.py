@@ -99,13 +99,15 @@ def verify_bundle(files: dict[str, bytes], sha256: str, max_rank: int, label: st
     files = {k: bytes(v) for k, v in files.items()}
     actual = bundle_sha256(files)
     if actual != sha256:
-        raise AdapterRejected(f"adapter {label}: checksum mismatch: announced {sha256}, bytes hash to {actual}")
+        raise AdapterRejected(f"adapter {label}: checksum mismatch: announced {sha256}, "
+                              f"bytes hash to {actual}")
     try:
         config = json.loads(files[ADAPTER_CONFIG])
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise AdapterRejected(f"adapter {label}: {ADAPTER_CONFIG} is not JSON ({err})") from err
     if not isinstance(config, dict) or config.get("peft_type") != "LORA":
-        raise AdapterRejected(f"adapter {label}: {ADAPTER_CONFIG} is not a LoRA config (peft_type must be 'LORA')")
+        raise AdapterRejected(f"adapter {label}: {ADAPTER_CONFIG} is not a LoRA config "
+                              f"(peft_type must be 'LORA')")
     rank = config.get("r")
     if not isinstance(rank, int) or not 1 <= rank <= max_rank:
         raise AdapterRejected(f"adapter {label}: rank r={rank!r}; this engine serves ranks 1..{max_rank} "
@@ -160,7 +162,8 @@ def check_fits_base(adapter: VerifiedAdapter, shapes: dict[str, tuple[int, int]]
         part = "lora_A" if ".lora_A." in name else "lora_B"
         module = name.split(f".{part}.")[0].removeprefix("base_model.model.")
         if module not in shapes:
-            raise AdapterRejected(f"adapter {label}: tensor {name!r} targets {module!r}, which the base model lacks")
+            raise AdapterRejected(f"adapter {label}: tensor {name!r} targets {module!r}, "
+                                  f"which the base model lacks")
         out_dim, in_dim = shapes[module]
         expected = (adapter.rank, in_dim) if part == "lora_A" else (out_dim, adapter.rank)
         if shape != expected:

@@ -26,7 +26,8 @@ _ENGINE_NAME = re.compile(r"^(?P<adapter>[A-Za-z][A-Za-z0-9_\-]*)@v(?P<version>0
 
 
 class AdapterRejected(ArtifactError, ValueError):
-    """An adapter version that failed verification (checksum, format, shape); earlier versions keep serving."""
+    """An adapter version that failed verification (checksum, format, shape); earlier versions keep
+    serving."""
 
 
 class AdapterNotLoaded(LookupError):
@@ -50,7 +51,8 @@ def parse_engine_name(name: str) -> tuple[str, int]:
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """How one completion is sampled. temperature 0 is greedy. `seed` is the default when a request has none."""
+    """How one completion is sampled. temperature 0 is greedy. `seed` is the default when a request has
+    none."""
 
     temperature: float = 1.0
     top_p: float = 1.0

@@ -71,7 +71,8 @@ class HfEngine(Engine):
 
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         dtype = resolve_dtype(model_cfg, engine_cfg, self.device != "cpu")
-        self._model, self._tokenizer = load_base_model(model_cfg.model_copy(update={"dtype": dtype}), self.device)
+        self._model, self._tokenizer = load_base_model(model_cfg.model_copy(update={"dtype": dtype}),
+                                                       self.device)
         self._base_shapes = {name: tuple(module.weight.shape) for name, module in self._model.named_modules()
                              if isinstance(module, torch.nn.Linear)}
         self._engine_cfg = engine_cfg
@@ -123,7 +124,8 @@ class HfEngine(Engine):
         import torch
 
         table = self.logprob_table(prompt_ids, completion_ids, adapter)
-        return table.gather(1, torch.tensor(completion_ids, device=table.device).unsqueeze(1)).squeeze(1).tolist()
+        return table.gather(
+            1, torch.tensor(completion_ids, device=table.device).unsqueeze(1)).squeeze(1).tolist()
 
     def logprob_table(self, prompt_ids: list[int], completion_ids: list[int], adapter: str | None,
                       temperature: float = 1.0, top_p: float = 1.0) -> Any:
@@ -175,7 +177,8 @@ class HfEngine(Engine):
 
     # ------------------------------------------------------------------------------------------ adapters
     def _attach(self, config: dict[str, Any], weights: bytes, label: str) -> str:
-        """Add the adapter to the PeftModel under a fresh internal name; AdapterRejected if it does not fit."""
+        """Add the adapter to the PeftModel under a fresh internal name; AdapterRejected if it does not
+        fit."""
         from peft import PeftConfig, PeftModel, get_peft_model, set_peft_model_state_dict
         from safetensors.torch import load as load_safetensors
 
@@ -205,7 +208,8 @@ class HfEngine(Engine):
             if result.unexpected_keys or missing or not expected:
                 self._model.delete_adapter(internal)
                 raise AdapterRejected(f"adapter {label}: tensors do not match the base model "
-                                      f"(unexpected {list(result.unexpected_keys)[:3]}, missing {missing[:3]})")
+                                      f"(unexpected {list(result.unexpected_keys)[:3]}, "
+                                      f"missing {missing[:3]})")
             self._model.eval()
             for param in self._model.parameters():
                 param.requires_grad_(False)
@@ -280,15 +284,16 @@ class HfEngine(Engine):
                 positions = positions[:, -1:] + 1
         return [
             Completion(token_ids=tokens[i], logprobs=logprobs[i], text=self._decode(tokens[i]),
-                       finish_reason=finish[i], adapter=requests[i].adapter, request_id=requests[i].request_id)
+                       finish_reason=finish[i], adapter=requests[i].adapter,
+                       request_id=requests[i].request_id)
             for i in range(rows)
         ]
 
     def _check_length(self, request: GenerationRequest) -> None:
         """As vLLM: a prompt must leave room for one new token within max_model_len."""
         if len(request.prompt_ids) >= self._engine_cfg.max_model_len:
-            raise ValueError(f"request {request.request_id!r}: prompt of {len(request.prompt_ids)} tokens does not "
-                             f"fit engine.max_model_len={self._engine_cfg.max_model_len}")
+            raise ValueError(f"request {request.request_id!r}: prompt of {len(request.prompt_ids)} tokens "
+                             f"does not fit engine.max_model_len={self._engine_cfg.max_model_len}")
 
     def _budget(self, request: GenerationRequest) -> int:
         """New tokens allowed: max_tokens, cut so prompt + completion stays within max_model_len."""
@@ -303,7 +308,8 @@ class HfEngine(Engine):
             raise RuntimeError("engine is closed")
         with self._batcher_lock:
             if self._batcher is None:
-                self._batcher = threading.Thread(target=self._batch_loop, name="hf-engine-batcher", daemon=True)
+                self._batcher = threading.Thread(target=self._batch_loop, name="hf-engine-batcher",
+                                                 daemon=True)
                 self._batcher.start()
 
     def _batch_loop(self) -> None:

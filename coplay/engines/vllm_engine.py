@@ -108,7 +108,8 @@ class VllmEngine(Engine):
     def _cpu_scheduling(self) -> dict[str, Any]:
         """On the CPU build, no chunked prefill: a seeded request whose prefill is split makes vLLM rewind its
         torch.Generator with `set_offset`, which CPU generators do not support ("CPU Generator does not use
-        offset"; the engine core dies). Whole prompts only, with a step budget of at least one full context."""
+        offset"; the engine core dies). Whole prompts only, with a step budget of at least one full
+        context."""
         if not self.on_cpu:
             return {}
         return {"enable_chunked_prefill": False,
@@ -233,7 +234,8 @@ class VllmEngine(Engine):
             raise AdapterRejected(f"adapter {label}: vLLM refused it (add_lora returned False)")
 
     async def _add_zero_adapter(self) -> Any:
-        """The CPU build's stand-in for "no adapter": rank 1, A = B = 0 on one layer (see module docstring)."""
+        """The CPU build's stand-in for "no adapter": rank 1, A = B = 0 on one layer (see module
+        docstring)."""
         import torch
         from peft import LoraConfig
         from safetensors.torch import save
@@ -241,7 +243,8 @@ class VllmEngine(Engine):
         module = next(name for name in sorted(self._base_shapes) if name.rsplit(".", 1)[-1] == "q_proj")
         out_dim, in_dim = self._base_shapes[module]
         prefix = f"base_model.model.{module}"
-        zeros = {f"{prefix}.lora_A.weight": torch.zeros(1, in_dim), f"{prefix}.lora_B.weight": torch.zeros(out_dim, 1)}
+        zeros = {f"{prefix}.lora_A.weight": torch.zeros(1, in_dim),
+                 f"{prefix}.lora_B.weight": torch.zeros(out_dim, 1)}
         weights = save(zeros, metadata={"format": "pt"})
         config = LoraConfig(r=1, lora_alpha=1, lora_dropout=0.0, target_modules=["q_proj"], bias="none",
                             task_type="CAUSAL_LM").to_dict()
@@ -294,14 +297,16 @@ class VllmEngine(Engine):
         if output.finish_reason not in ("stop", "length"):
             raise RuntimeError(f"vLLM ended request {request.request_id!r} with {output.finish_reason!r}")
         token_ids = list(output.token_ids)
-        logprobs = [float(step[token].logprob) for token, step in zip(token_ids, output.logprobs, strict=True)]
+        logprobs = [float(step[token].logprob)
+                    for token, step in zip(token_ids, output.logprobs, strict=True)]
         return Completion(
             token_ids=token_ids, logprobs=logprobs, adapter=request.adapter,
             text=self._tokenizer.decode(token_ids, skip_special_tokens=True),  # exactly as the hf backend
             finish_reason=output.finish_reason, request_id=request.request_id,
         )
 
-    async def _score(self, prompt_ids: list[int], completion_ids: list[int], adapter: str | None) -> list[float]:
+    async def _score(self, prompt_ids: list[int], completion_ids: list[int],
+                     adapter: str | None) -> list[float]:
         from vllm import SamplingParams
 
         if not completion_ids:

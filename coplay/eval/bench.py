@@ -44,7 +44,8 @@ class MemberResult:
     note: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": self.status, "command": self.command, "seconds": round(self.seconds, 1)}
+        out: dict[str, Any] = {"status": self.status, "command": self.command,
+                               "seconds": round(self.seconds, 1)}
         if self.result is not None:
             out["result"] = self.result
         if self.error:
@@ -55,7 +56,8 @@ class MemberResult:
 
 
 def repo_root() -> Path:
-    """The checkout holding `benchmarks/` (the suite runs from the source tree, not from an installed wheel)."""
+    """The checkout holding `benchmarks/` (the suite runs from the source tree, not from an installed
+    wheel)."""
     root = Path(__file__).resolve().parent.parent
     if not (root / "benchmarks" / "__init__.py").is_file():
         raise FileNotFoundError(f"{root / 'benchmarks'}: no benchmarks package here; the suite runs from a "
@@ -104,7 +106,8 @@ def _run_process(name: str, quick: bool, root: Path, timeout_s: float) -> Member
         os.killpg(proc.pid, signal.SIGKILL)
         _, stderr = proc.communicate()
         return MemberResult(name, "timeout", command, time.perf_counter() - start,
-                            error=f"no result after {timeout_s:.0f} s (stopped)\nstderr tail:\n{stderr[-2000:]}")
+                            error=f"no result after {timeout_s:.0f} s (stopped)\n"
+                                  f"stderr tail:\n{stderr[-2000:]}")
     done = subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
     seconds = time.perf_counter() - start
     result = last_json_object(done.stdout)
@@ -170,7 +173,8 @@ def run_suite(quick: bool, names: tuple[str, ...] = SUITE, out: Path | None = No
     path = out or results_path(root, quick, started)
     write_json_atomic(path, {
         "command": f"python -m benchmarks.run_all{' --quick' if quick else ''}", "quick": quick,
-        "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "host": socket.gethostname(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
         "seconds": round(time.time() - started, 1), "python": sys.version.split()[0],
         "platform": platform.platform(), "cpus": _cpu_count(),
         "benchmarks": {m.name: m.as_dict() for m in members},

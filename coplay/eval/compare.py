@@ -94,13 +94,15 @@ def _mean_row(game: str, group: str, a: dict[str, Any], b: dict[str, Any]) -> Co
     ci_a, ci_b = (a["ci_low"], a["ci_high"]), (b["ci_low"], b["ci_high"])
     s_a, s_b = std_from_t_interval(a["n"], *ci_a), std_from_t_interval(b["n"], *ci_b)
     return Comparison(game, group, a["n"], a["mean"], ci_a, b["n"], b["mean"], ci_b, b["mean"] - a["mean"],
-                      welch_interval(a["mean"], s_a, a["n"], b["mean"], s_b, b["n"]), intervals_overlap(ci_a, ci_b))
+                      welch_interval(a["mean"], s_a, a["n"], b["mean"], s_b, b["n"]),
+                      intervals_overlap(ci_a, ci_b))
 
 
 def _rate_row(game: str, group: str, a: dict[str, Any], b: dict[str, Any]) -> Comparison:
     ci_a, ci_b = tuple(a["ci95"]), tuple(b["ci95"])
-    return Comparison(game, f"win:{group}", a["n"], a["rate"], ci_a, b["n"], b["rate"], ci_b, b["rate"] - a["rate"],
-                      newcombe_interval(a["rate"], ci_a, b["rate"], ci_b), intervals_overlap(ci_a, ci_b))
+    return Comparison(game, f"win:{group}", a["n"], a["rate"], ci_a, b["n"], b["rate"], ci_b,
+                      b["rate"] - a["rate"], newcombe_interval(a["rate"], ci_a, b["rate"], ci_b),
+                      intervals_overlap(ci_a, ci_b))
 
 
 def compare_results(a: dict[str, Any], b: dict[str, Any]) -> list[Comparison]:
@@ -109,7 +111,8 @@ def compare_results(a: dict[str, Any], b: dict[str, Any]) -> list[Comparison]:
     for game in sorted(set(a) & set(b)):
         rows.append(_mean_row(game, "score", a[game]["score"], b[game]["score"]))
         for power in sorted(set(a[game].get("per_power", {})) & set(b[game].get("per_power", {}))):
-            rows.append(_mean_row(game, f"power:{power}", a[game]["per_power"][power], b[game]["per_power"][power]))
+            rows.append(_mean_row(game, f"power:{power}", a[game]["per_power"][power],
+                                  b[game]["per_power"][power]))
         for group in sorted(set(a[game].get("win_rate", {})) & set(b[game].get("win_rate", {}))):
             rows.append(_rate_row(game, group, a[game]["win_rate"][group], b[game]["win_rate"][group]))
     return rows
@@ -121,7 +124,8 @@ def _load(path: Path) -> dict[str, Any]:
     except (OSError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: cannot read an evaluation ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
-        raise ValueError(f"{path}: expected {{'meta': ..., 'results': {{game: ...}}}} as written by coplay eval")
+        raise ValueError(f"{path}: expected {{'meta': ..., 'results': {{game: ...}}}} "
+                         f"as written by coplay eval")
     return data
 
 
@@ -141,19 +145,22 @@ def comparison_table(rows: list[Comparison], name_a: str, name_b: str) -> str:
     for r in rows:
         excludes = r.difference_excludes_zero
         table.add_row(r.game, r.group, str(r.n_a), f"{r.value_a:.2f}", _interval(r.ci_a), str(r.n_b),
-                      f"{r.value_b:.2f}", _interval(r.ci_b), f"{r.difference:+.2f}", _interval(r.difference_ci),
-                      "yes" if r.overlap else "no", "n/a" if excludes is None else ("yes" if excludes else "no"))
+                      f"{r.value_b:.2f}", _interval(r.ci_b), f"{r.difference:+.2f}",
+                      _interval(r.difference_ci), "yes" if r.overlap else "no",
+                      "n/a" if excludes is None else ("yes" if excludes else "no"))
     console = Console(width=200, record=True, file=io.StringIO())
     console.print(table)
     return console.export_text()
 
 
-def compare_files(path_a: str | Path, path_b: str | Path, out: str | Path | None = None) -> tuple[str, list[Comparison]]:
+def compare_files(path_a: str | Path, path_b: str | Path,
+                  out: str | Path | None = None) -> tuple[str, list[Comparison]]:
     """Load two evaluation files, compare them, optionally write the rows as JSON to `out`."""
     a, b = _load(Path(path_a)), _load(Path(path_b))
     rows = compare_results(a["results"], b["results"])
     if not rows:
-        raise ValueError(f"{path_a} and {path_b} share no game: {sorted(a['results'])} vs {sorted(b['results'])}")
+        raise ValueError(f"{path_a} and {path_b} share no game: {sorted(a['results'])} "
+                         f"vs {sorted(b['results'])}")
     text = comparison_table(rows, str(path_a), str(path_b))
     only = sorted(set(a["results"]) ^ set(b["results"]))
     if only:

@@ -41,8 +41,8 @@ def score_table(trajectories: list[Trajectory], title: str) -> str:
         summary.add_column(col)
     for role, scores in sorted(by_role.items()):
         s = summarize(scores)
-        summary.add_row(role, str(s.n), f"{s.mean:.2f}", f"[{s.ci_low:.2f}, {s.ci_high:.2f}]", f"{s.median:g}",
-                        f"{s.min:g}", f"{s.max:g}")
+        summary.add_row(role, str(s.n), f"{s.mean:.2f}", f"[{s.ci_low:.2f}, {s.ci_high:.2f}]",
+                        f"{s.median:g}", f"{s.min:g}", f"{s.max:g}")
     console = Console(width=120, record=True, file=io.StringIO())
     console.print(table)
     console.print(summary)
@@ -79,7 +79,8 @@ def play(cfg: CoplayConfig, game: str, policy: str, seeds: list[int], max_steps:
     if policy == "model":
         return play_model(cfg, game, seeds, max_steps, render)
     if policy in ("expert", "random"):
-        return play_bot_episodes(game, policy, seeds, max_steps=max_steps, hook=_render_hook if render else None)
+        return play_bot_episodes(game, policy, seeds, max_steps=max_steps,
+                                 hook=_render_hook if render else None)
     raise ValueError(f"--policy {policy!r}: expected one of {', '.join(POLICIES)}")
 
 

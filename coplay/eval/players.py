@@ -54,7 +54,8 @@ def adapter_versions_at(run: RunDir, step: int | None) -> tuple[int, dict[str, i
     published: dict[str, list[tuple[int, int]]] = {}
     for adapter in ("act", "retrieve"):
         for folder in sorted((run.root / "adapters" / adapter).glob("v*")):
-            record = next((folder / n for n in ("manifest.json", "version.json") if (folder / n).is_file()), None)
+            record = next((folder / n for n in ("manifest.json", "version.json")
+                           if (folder / n).is_file()), None)
             if record is None:
                 continue
             data = json.loads(record.read_text())
@@ -69,8 +70,8 @@ def adapter_versions_at(run: RunDir, step: int | None) -> tuple[int, dict[str, i
     for adapter, rows in published.items():
         eligible = [v for s, v in rows if s <= step]
         if not eligible:
-            raise ValueError(f"{run.root}: no {adapter} version was published at or before learner step {step}; "
-                             f"published (step, version): {sorted(rows)}")
+            raise ValueError(f"{run.root}: no {adapter} version was published at or before learner step "
+                             f"{step}; published (step, version): {sorted(rows)}")
         versions[adapter] = max(eligible)
     return step, versions
 
@@ -97,7 +98,8 @@ def make_player(spec: str, cfg: CoplayConfig, run: RunDir | None, step: int | No
                           detail={"endpoint": endpoint.base_url, "endpoint_model": endpoint.model})
     if spec == "model":
         if run is None:
-            raise ValueError("--policy model evaluates a run's adapters: give the run folder (coplay eval RUN_DIR)")
+            raise ValueError("--policy model evaluates a run's adapters: give the run folder "
+                             "(coplay eval RUN_DIR)")
         step, versions = adapter_versions_at(run, step)
         seat = model_seat(cfg, versions, evaluation=True)
         adapters = {f"{a}@v{v}": run.adapter_dir(a, v) for a, v in versions.items()}
@@ -110,8 +112,10 @@ def make_player(spec: str, cfg: CoplayConfig, run: RunDir | None, step: int | No
 
 def run_players(cfg: CoplayConfig, player: EvalPlayer, opponent: EvalPlayer | None,
                 engine: Any = None) -> tuple[dict[str, Any], int]:
-    """Play the protocol's episodes (`cfg.eval`) in this process; returns (results, trajectories evaluated)."""
-    kind = "self" if opponent is None else opponent.spec if opponent.spec in ("expert", "random") else "expert"
+    """Play the protocol's episodes (`cfg.eval`) in this process; returns (results, trajectories
+    evaluated)."""
+    kind = ("self" if opponent is None
+            else opponent.spec if opponent.spec in ("expert", "random") else "expert")
     plans = eval_plans(cfg, player.seat, player.spec, cfg.eval.model_copy(update={"opponents": kind}))
     if opponent is not None and opponent.spec not in ("expert", "random"):
         for plan in plans:
@@ -122,8 +126,9 @@ def run_players(cfg: CoplayConfig, player: EvalPlayer, opponent: EvalPlayer | No
     return summarize_eval(trajectories), len(trajectories)
 
 
-def run_evaluation(cfg: CoplayConfig, policy: str, opponents: str | None, run: RunDir | None, step: int | None,
-                   out: Path | None = None, name: str | None = None) -> tuple[Path, Path]:
+def run_evaluation(cfg: CoplayConfig, policy: str, opponents: str | None, run: RunDir | None,
+                   step: int | None, out: Path | None = None,
+                   name: str | None = None) -> tuple[Path, Path]:
     """`coplay eval`: evaluate `policy` against `opponents` (default `eval.opponents`) on the protocol of
     `cfg.eval`; writes `<name>.json` and `.md` under `out` (default the run's `eval/`, else
     `<run.out_dir>/eval`) and returns their paths."""
@@ -145,7 +150,8 @@ def run_evaluation(cfg: CoplayConfig, policy: str, opponents: str | None, run: R
     name = name or f"{policy}{'-step' + str(player.detail['learner_step']) if policy == 'model' else ''}"
     meta = {"player": policy, "opponents": opponents, "games": list(cfg.games),
             "episodes_single": cfg.eval.episodes, "episodes_per_seat": cfg.eval.episodes_per_seat,
-            "max_steps": cfg.eval.max_steps or cfg.rollout.max_steps, "seeds_eval_start": cfg.seeds.eval.start,
+            "max_steps": cfg.eval.max_steps or cfg.rollout.max_steps,
+            "seeds_eval_start": cfg.seeds.eval.start,
             "temperature": cfg.eval.temperature, "trajectories": n,
             "seconds": round(time.perf_counter() - started, 1), "run": str(run.root) if run else None,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **player.detail}

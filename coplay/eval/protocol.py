@@ -32,7 +32,8 @@ def player_seat(cfg: CoplayConfig, player: str, versions: dict[str, int] | None)
     return SeatPlayer("model", model_seat(cfg, versions, evaluation=True))
 
 
-def eval_plans(cfg: CoplayConfig, player: SeatPlayer, label: str, protocol: EvalConfig | None = None) -> list[EpisodePlan]:
+def eval_plans(cfg: CoplayConfig, player: SeatPlayer, label: str,
+               protocol: EvalConfig | None = None) -> list[EpisodePlan]:
     """The protocol's episodes (`protocol`, default `cfg.eval`) for every game of the config, on `seeds.eval`.
     `eval.max_steps` unset: episodes are as long as the run's (`rollout.max_steps`)."""
     protocol = protocol or cfg.eval
@@ -47,13 +48,14 @@ def eval_plans(cfg: CoplayConfig, player: SeatPlayer, label: str, protocol: Eval
         if not seats:
             for i in range(protocol.episodes):
                 seed = cfg.seeds.eval.start + i
-                plans.append(EpisodePlan(game, seed, f"eval-{label}-{game}-s{seed}", player, {}, env_kwargs, max_steps))
+                plans.append(EpisodePlan(game, seed, f"eval-{label}-{game}-s{seed}", player, {}, env_kwargs,
+                                         max_steps))
             continue
         for seat in seats:
             for i in range(protocol.episodes_per_seat):
                 seed = cfg.seeds.eval.start + i
-                plans.append(EpisodePlan(game, seed, f"eval-{label}-{game}-{seat}-s{seed}", opponent, {seat: player},
-                                         env_kwargs, max_steps))
+                plans.append(EpisodePlan(game, seed, f"eval-{label}-{game}-{seat}-s{seed}", opponent,
+                                         {seat: player}, env_kwargs, max_steps))
     return plans
 
 
@@ -74,7 +76,8 @@ def summarize_eval(trajectories: list[Trajectory]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for game in sorted({t.game for t in trajectories}):
         trajs = [t for t in trajectories if t.game == game]
-        entry: dict[str, Any] = {"episodes": len(trajs), "score": summarize([t.score for t in trajs]).as_dict()}
+        entry: dict[str, Any] = {"episodes": len(trajs),
+                                 "score": summarize([t.score for t in trajs]).as_dict()}
         if game == "avalon":
             groups: dict[str, list[bool]] = {}
             for t in trajs:
@@ -82,7 +85,8 @@ def summarize_eval(trajectories: list[Trajectory]) -> dict[str, Any]:
                 groups.setdefault(f"side:{side}", []).append(_won(t))
                 groups.setdefault(f"role:{t.role.lower()}", []).append(_won(t))
             groups["all"] = [_won(t) for t in trajs]
-            entry["win_rate"] = {k: {"rate": sum(v) / len(v), "n": len(v), "ci95": list(wilson_interval(sum(v), len(v)))}
+            entry["win_rate"] = {k: {"rate": sum(v) / len(v), "n": len(v),
+                                     "ci95": list(wilson_interval(sum(v), len(v)))}
                                  for k, v in sorted(groups.items())}
         if game == "diplomacy":
             powers: dict[str, list[float]] = {}
@@ -99,17 +103,21 @@ def markdown_table(results: dict[str, Any], title: str) -> str:
     for game, entry in results.items():
         s = entry["score"]
         lines.append(f"| {game} | {s['n']} | {s['mean']:.2f} | [{s['ci_low']:.2f}, {s['ci_high']:.2f}] | "
-                     f"[{s['boot_low']:.2f}, {s['boot_high']:.2f}] | {s['median']:g} | {s['min']:g} | {s['max']:g} |")
+                     f"[{s['boot_low']:.2f}, {s['boot_high']:.2f}] | {s['median']:g} | {s['min']:g} | "
+                     f"{s['max']:g} |")
     for game, entry in results.items():
         if "win_rate" in entry:
-            lines += ["", f"## {game} win rates", "", "| group | n | rate | 95% CI (Wilson) |", "|---|---|---|---|"]
+            lines += ["", f"## {game} win rates", "", "| group | n | rate | 95% CI (Wilson) |",
+                      "|---|---|---|---|"]
             for key, w in entry["win_rate"].items():
-                lines.append(f"| {key} | {w['n']} | {w['rate']:.2f} | [{w['ci95'][0]:.2f}, {w['ci95'][1]:.2f}] |")
+                lines.append(f"| {key} | {w['n']} | {w['rate']:.2f} | "
+                             f"[{w['ci95'][0]:.2f}, {w['ci95'][1]:.2f}] |")
     return "\n".join(lines) + "\n"
 
 
 def write_eval(out_dir: Path, name: str, results: dict[str, Any], meta: dict[str, Any]) -> tuple[Path, Path]:
     """`<name>.json` and `<name>.md` under `out_dir`."""
     json_path = write_json_atomic(out_dir / f"{name}.json", {"meta": meta, "results": results})
-    md_path = write_bytes_atomic(out_dir / f"{name}.md", markdown_table(results, f"Evaluation: {name}").encode())
+    md_path = write_bytes_atomic(out_dir / f"{name}.md",
+                                 markdown_table(results, f"Evaluation: {name}").encode())
     return json_path, md_path

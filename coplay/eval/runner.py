@@ -53,7 +53,8 @@ def play_plans(cfg: CoplayConfig, plans: list[EpisodePlan], engine: Any = None,
     """Play the plans in this process (bots need no engine; model seats need one serving their versions)."""
     import coplay_envs
 
-    ctx = RunnerContext(engine=engine, rules=coplay_envs.rules, skills_for=skills_from(banks), run_seed=cfg.seeds.run)
+    ctx = RunnerContext(engine=engine, rules=coplay_envs.rules, skills_for=skills_from(banks),
+                        run_seed=cfg.seeds.run)
     return asyncio.run(play_episodes(ctx, plans, cfg.rollout.concurrent_episodes))
 
 

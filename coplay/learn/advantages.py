@@ -57,7 +57,8 @@ def leave_one_out(values: list[float]) -> list[float]:
 
 def _reward(sample: Sample) -> float:
     if sample.reward is None:
-        raise ValueError(f"sample {sample.sample_id!r} ({sample.adapter}) has no reward; assign rewards first")
+        raise ValueError(f"sample {sample.sample_id!r} ({sample.adapter}) has no reward; "
+                         f"assign rewards first")
     return float(sample.reward)
 
 
@@ -114,7 +115,8 @@ def all_advantages(trajectories: list[Trajectory], bank_samples: Iterable[Sample
     out = act_advantages(trajectories)
     out.update(retrieve_advantages(trajectories))
     in_trajectories = [
-        s for t in trajectories if t.policy == "model" for s in t.samples if s.adapter not in ("act", "retrieve")
+        s for t in trajectories if t.policy == "model"
+        for s in t.samples if s.adapter not in ("act", "retrieve")
     ]
     out.update(sample_group_advantages([*in_trajectories, *bank_samples]))
     return out

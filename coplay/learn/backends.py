@@ -39,7 +39,8 @@ def _state_tensor(key: str, value: torch.Tensor) -> torch.Tensor:
     return value.reshape(-1) if key == "step" else value
 
 
-def _restore_adam_state(opt: torch.optim.Optimizer, param: torch.Tensor, state: dict[str, torch.Tensor], tag: str) -> None:
+def _restore_adam_state(opt: torch.optim.Optimizer, param: torch.Tensor, state: dict[str, torch.Tensor],
+                        tag: str) -> None:
     """Put AdamW's state for `param` back exactly as saved (absent `step/<tag>`: never stepped, no state)."""
     if f"step/{tag}" not in state:
         opt.state.pop(param, None)
@@ -92,8 +93,8 @@ class TorchAdapterTrainer:
         self.named_params = adapter_parameters(policy, adapter)
         self.grad_clip = grad_clip
         self.world_size = world_size
-        self.optimizer = torch.optim.AdamW(list(self.named_params.values()), lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS,
-                                           weight_decay=0.0)
+        self.optimizer = torch.optim.AdamW(list(self.named_params.values()), lr=lr, betas=ADAM_BETAS,
+                                           eps=ADAM_EPS, weight_decay=0.0)
 
     def forward(self, batch: TokenBatch, temperature: torch.Tensor) -> torch.Tensor:
         return self.module(batch, temperature)
@@ -149,7 +150,8 @@ class TorchAdapterTrainer:
         self.optimizer.state.clear()
 
 
-def deepspeed_config(stage: int, offload: bool, bf16: bool, grad_clip: float, overrides: dict[str, Any]) -> dict[str, Any]:
+def deepspeed_config(stage: int, offload: bool, bf16: bool, grad_clip: float,
+                     overrides: dict[str, Any]) -> dict[str, Any]:
     """The engine config of one adapter (gradient accumulation is driven by the learner per micro-batch)."""
     zero: dict[str, Any] = {"stage": stage, "overlap_comm": False, "contiguous_gradients": True}
     if offload:
@@ -194,9 +196,9 @@ class DeepSpeedAdapterTrainer:
                 model=module, optimizer=optimizer, config=self.config, dist_init_required=False
             )
         finally:
-            # ZeRO-3's parameter conversion replaces torch.nn.functional.linear process-wide ("memory efficient
-            # linear"); the base model and every other user of this process would then compute with it. The
-            # adapters' weights are gathered by module hooks, so the original function is put back.
+            # ZeRO-3's parameter conversion replaces torch.nn.functional.linear process-wide ("memory
+            # efficient linear"); the base model and every other user of this process would then compute with
+            # it. The adapters' weights are gathered by module hooks, so the original function is put back.
             torch.nn.functional.linear = linear
         self.stage = stage
         if getattr(self.zero_optimizer, "backup_optimizer", None) is not None:
@@ -207,7 +209,8 @@ class DeepSpeedAdapterTrainer:
         return self.zero_optimizer.optimizer
 
     def _flat_partitions(self) -> list[torch.Tensor]:
-        """This rank's fp32 master partitions, one flat tensor per (sub)group; AdamW state is keyed by them."""
+        """This rank's fp32 master partitions, one flat tensor per (sub)group; AdamW state is keyed by
+        them."""
         if self.stage == 3:
             return list(self.zero_optimizer.fp32_partitioned_groups_flat)
         return list(self.zero_optimizer.single_partition_of_fp32_groups)
@@ -256,8 +259,9 @@ class DeepSpeedAdapterTrainer:
         for g, flat in enumerate(self._flat_partitions()):
             master = state[f"master/{g}"]
             if master.shape != flat.shape:
-                raise ValueError(f"adapter {self.adapter!r}: flat partition {g} has shape {tuple(flat.shape)}, "
-                                 f"checkpoint has {tuple(master.shape)} (another world size or ZeRO stage?)")
+                raise ValueError(f"adapter {self.adapter!r}: flat partition {g} has shape "
+                                 f"{tuple(flat.shape)}, checkpoint has {tuple(master.shape)} "
+                                 f"(another world size or ZeRO stage?)")
             with torch.no_grad():
                 flat.copy_(master)
             _restore_adam_state(opt, flat, state, str(g))

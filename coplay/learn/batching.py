@@ -54,8 +54,8 @@ def items_from_samples(samples: list[Sample], advantages: dict[str, float]) -> l
             raise ValueError(f"sample {s.sample_id!r} ({s.adapter}) has no advantage")
         if not s.completion_ids:
             continue
-        items.append(TrainItem(list(s.prompt_ids), list(s.completion_ids), list(s.logprobs), float(s.temperature),
-                               float(advantages[s.sample_id])))
+        items.append(TrainItem(list(s.prompt_ids), list(s.completion_ids), list(s.logprobs),
+                               float(s.temperature), float(advantages[s.sample_id])))
     return items
 
 
@@ -66,7 +66,8 @@ def set_weights(items: list[TrainItem], loss_agg: str, token_norm: int | None) -
         item.weight = w
 
 
-def rank_micro_batches(items: list[TrainItem], rank: int, world: int, micro_batch_size: int) -> list[list[TrainItem]]:
+def rank_micro_batches(items: list[TrainItem], rank: int, world: int,
+                       micro_batch_size: int) -> list[list[TrainItem]]:
     """This rank's micro-batches: the same count on every rank, padded with zero-weight copies."""
     mine = items[rank::world]
     per_rank = math.ceil(len(items) / world)

@@ -107,7 +107,8 @@ def save_checkpoint(learner: Any, ckpt_dir: str | Path, bank_version: Any = None
     for adapter in learner.adapter_names:  # collective under ZeRO-3: every rank gathers
         for name, tensor in learner.adapter_weights(adapter).items():
             weights[f"{adapter}/{name}"] = tensor.contiguous()
-    optim = {f"{a}/{k}": v.contiguous() for a in learner.adapter_names for k, v in learner.optimizer_state(a).items()}
+    optim = {f"{a}/{k}": v.contiguous()
+             for a in learner.adapter_names for k, v in learner.optimizer_state(a).items()}
     save_file(optim, str(tmp / f"optimizer-rank{rank}.safetensors"))
     rng_tensors, rng_plain = _rng_state()
     save_file({k: v.contiguous() for k, v in rng_tensors.items()}, str(tmp / f"rng-rank{rank}.safetensors"))
@@ -158,11 +159,14 @@ def _read_state(ckpt_dir: Path) -> dict[str, Any]:
     try:
         state = json.loads(path.read_text())
     except FileNotFoundError:
-        raise CheckpointError(f"checkpoint {ckpt_dir}: {path} is missing (incomplete or not a checkpoint)") from None
+        raise CheckpointError(f"checkpoint {ckpt_dir}: {path} is missing "
+                              f"(incomplete or not a checkpoint)") from None
     except json.JSONDecodeError as exc:
         raise CheckpointError(f"checkpoint file {path} is not valid JSON: {exc}") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"checkpoint file {path}: format {state.get('format') if isinstance(state, dict) else None!r}, expected {FORMAT!r}")
+        raise CheckpointError(f"checkpoint file {path}: format "
+                              f"{state.get('format') if isinstance(state, dict) else None!r}, "
+                              f"expected {FORMAT!r}")
     for name, digest in state["sha256"].items():
         file = ckpt_dir / name
         if not file.is_file():
@@ -174,8 +178,9 @@ def _read_state(ckpt_dir: Path) -> dict[str, Any]:
 
 def _check_compatible(learner: Any, state: dict[str, Any], path: Path) -> None:
     if state["backend"] != learner.backend_tag:
-        raise CheckpointError(f"checkpoint file {path}: written by backend {state['backend']!r}, this learner is "
-                              f"{learner.backend_tag!r}; resume with the same backend, ZeRO stage and world size")
+        raise CheckpointError(f"checkpoint file {path}: written by backend {state['backend']!r}, this "
+                              f"learner is {learner.backend_tag!r}; resume with the same backend, ZeRO stage "
+                              f"and world size")
     specs = {a: s.model_dump(mode="json") for a, s in learner.adapter_specs.items()}
     if state["adapters"] != specs:
         raise CheckpointError(f"checkpoint file {path}: adapters {sorted(state['adapters'])} with specs "
@@ -200,7 +205,8 @@ def load_checkpoint(learner: Any, ckpt_dir: str | Path) -> ResumeState:
             if name not in adapter_weights or adapter_weights[name].shape != tensor.shape:
                 got = adapter_weights.get(name)
                 raise CheckpointError(f"checkpoint file {weights_file}: tensor {prefix}{name} has shape "
-                                      f"{None if got is None else tuple(got.shape)}, expected {tuple(tensor.shape)}")
+                                      f"{None if got is None else tuple(got.shape)}, "
+                                      f"expected {tuple(tensor.shape)}")
         adapter_optim = {k[len(prefix):]: v for k, v in optim.items() if k.startswith(prefix)}
         try:
             learner.load_adapter_state(adapter, adapter_weights, adapter_optim)

@@ -4,7 +4,8 @@ Per completion token t of sequence i (log-probs taken at the sampling temperatur
 
     ratio_it   = exp(logp_it - logp_behaviour_it)                      π_θ / π_behaviour
     pg_it      = -min(ratio_it * A_i, clip(ratio_it, 1 - eps_low, 1 + eps_high) * A_i)
-    kl_it      = exp(logp_ref_it - logp_it) - (logp_ref_it - logp_it) - 1      k3 estimator of KL(π_θ || π_ref)
+    kl_it      = exp(logp_ref_it - logp_it) - (logp_ref_it - logp_it) - 1
+                                                                       k3 estimator of KL(π_θ || π_ref)
     loss_it    = pg_it + beta * kl_it                                 π_ref = the base model, adapter disabled
 
 Aggregation over the batch, written as per-token weights w_it so that micro-batches and ranks add up to the

@@ -145,10 +145,12 @@ class Learner:
         """One learner step over every adapter that has samples; idle adapters are not touched."""
         by_adapter: dict[str, list[Sample]] = defaultdict(list)
         if len({s.sample_id for s in samples}) != len(samples):
-            raise ValueError("samples of one learner step need distinct sample ids (advantages are keyed by them)")
+            raise ValueError("samples of one learner step need distinct sample ids "
+                             "(advantages are keyed by them)")
         for s in samples:
             if s.adapter not in self.trainers:
-                raise ValueError(f"sample {s.sample_id!r}: unknown adapter {s.adapter!r}; expected {self.adapter_names}")
+                raise ValueError(f"sample {s.sample_id!r}: unknown adapter {s.adapter!r}; "
+                                 f"expected {self.adapter_names}")
             by_adapter[s.adapter].append(s)
         plans: dict[str, list[MicroBatch]] = {}
         n_tokens = 0
@@ -194,7 +196,8 @@ class Learner:
                                       adapter, self.versions[adapter], self.learner_step)
                 for adapter, bundle in self.export(self.changed).items()]
 
-    def save_checkpoint(self, ckpt_dir: str | Path, bank_version: Any = None, data_cursor: Any = None) -> Path:
+    def save_checkpoint(self, ckpt_dir: str | Path, bank_version: Any = None,
+                        data_cursor: Any = None) -> Path:
         """Atomic, exact checkpoint (see `checkpoint.py`); every rank calls."""
         from coplay.learn.checkpoint import save_checkpoint
 
@@ -250,7 +253,8 @@ class Learner:
         """This rank's optimizer state of `adapter` (moments, step counts; DeepSpeed: its fp32 partition)."""
         return self.trainers[adapter].optimizer_state()
 
-    def load_adapter_state(self, adapter: str, weights: dict[str, torch.Tensor], optim: dict[str, torch.Tensor]) -> None:
+    def load_adapter_state(self, adapter: str, weights: dict[str, torch.Tensor],
+                           optim: dict[str, torch.Tensor]) -> None:
         """Restore weights and this rank's optimizer state of `adapter` (collective under ZeRO-3)."""
         trainer = self.trainers[adapter]
         trainer.load_weights(weights)
@@ -261,4 +265,5 @@ class Learner:
         """What must match for a checkpoint's optimizer state to load: backend, stage, world size."""
         if self.cfg.backend == "torch":
             return f"torch/world{self.world_size}"
-        return f"deepspeed-zero{self.cfg.zero_stage}{'-offload' if self.cfg.offload_optimizer else ''}/world{self.world_size}"
+        return (f"deepspeed-zero{self.cfg.zero_stage}{'-offload' if self.cfg.offload_optimizer else ''}"
+                f"/world{self.world_size}")

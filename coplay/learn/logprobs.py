@@ -32,12 +32,14 @@ class TokenBatch:
     completion_lens: list[int]
 
 
-def make_token_batch(prompt_ids: list[list[int]], completion_ids: list[list[int]], pad_id: int = 0) -> TokenBatch:
+def make_token_batch(prompt_ids: list[list[int]], completion_ids: list[list[int]],
+                     pad_id: int = 0) -> TokenBatch:
     """Right-pad prompt + completion pairs; completion token j of row i sits at column prompt_len_i + j."""
     if len(prompt_ids) != len(completion_ids):
         raise ValueError(f"{len(prompt_ids)} prompts but {len(completion_ids)} completions")
     if any(len(p) == 0 for p in prompt_ids):
-        raise ValueError("every prompt needs at least one token (the first completion token is predicted from it)")
+        raise ValueError("every prompt needs at least one token "
+                         "(the first completion token is predicted from it)")
     p_lens = [len(p) for p in prompt_ids]
     c_lens = [len(c) for c in completion_ids]
     seq_len = max(p + c for p, c in zip(p_lens, c_lens, strict=True))

@@ -43,7 +43,8 @@ ContractLookup = Callable[[str], list[str]]  # skill id -> contract literals ("f
 PreconditionCheck = Callable[[str, Mapping[str, float | int | bool]], bool]  # (skill id, features) -> holds
 
 
-def literal_holds(literal: str, start: Mapping[str, float | int | bool], now: Mapping[str, float | int | bool]) -> bool:
+def literal_holds(literal: str, start: Mapping[str, float | int | bool],
+                  now: Mapping[str, float | int | bool]) -> bool:
     """Whether one contract literal holds between the `start` and `now` feature dicts.
 
     A feature missing from either side makes the literal not hold. Unknown literal syntax is an error.

@@ -46,8 +46,8 @@ def tokenize_example(tokenizer: Any, messages: ChatMessages, completion: str) ->
     full_text = tokenizer.apply_chat_template([*messages, {"role": "assistant", "content": completion}],
                                               tokenize=False, add_generation_prompt=False)
     if not full_text.startswith(prompt_text):
-        raise ValueError("the chat template renders the assistant turn differently from the generation prompt; "
-                         "cannot split prompt and completion tokens")
+        raise ValueError("the chat template renders the assistant turn differently from the generation "
+                         "prompt; cannot split prompt and completion tokens")
     completion_text = full_text[len(prompt_text):].rstrip()
     prompt_ids = tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
     completion_ids = tokenizer(completion_text, add_special_tokens=False)["input_ids"]
@@ -56,7 +56,8 @@ def tokenize_example(tokenizer: Any, messages: ChatMessages, completion: str) ->
 
 def _sft_items(examples: list[TokenizedExample]) -> list[TrainItem]:
     # only the token weights matter: the SFT loss uses neither advantages nor behaviour log-probs
-    return [TrainItem(e.prompt_ids, e.completion_ids, [0.0] * len(e.completion_ids), 1.0, 1.0) for e in examples]
+    return [TrainItem(e.prompt_ids, e.completion_ids, [0.0] * len(e.completion_ids), 1.0, 1.0)
+            for e in examples]
 
 
 SFT_BATCH_SIZE = 16  # examples per optimizer batch
@@ -99,12 +100,14 @@ def run_sft(
             for start in range(0, len(order), batch_size):
                 items = _sft_items([tokenized[i] for i in order[start : start + batch_size]])
                 set_weights(items, "token-mean", None)
-                chunks = rank_micro_batches(items, learner.rank, learner.world_size, learner.cfg.micro_batch_size)
+                chunks = rank_micro_batches(items, learner.rank, learner.world_size,
+                                            learner.cfg.micro_batch_size)
                 total = 0.0
                 for k, chunk in enumerate(chunks):
                     mb = to_micro_batch(chunk, learner.pad_id)
                     logprobs = trainer.forward(mb.tokens, mb.temperatures)
-                    weights = mb.weights.to(logprobs.device)[:, None] * mb.tokens.completion_mask.to(logprobs.device)
+                    weights = (mb.weights.to(logprobs.device)[:, None]
+                               * mb.tokens.completion_mask.to(logprobs.device))
                     loss = -(logprobs * weights).sum()
                     trainer.backward(loss, last=k == len(chunks) - 1)
                     total += float(loss.detach())

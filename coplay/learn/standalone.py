@@ -37,7 +37,8 @@ def train_from_shards(shards: Path, out: Path, config: str | None, overrides: li
         print(f"no *.msgpack shards in {shards}", file=sys.stderr)
         return 2
     out = Path(out)
-    learner = Learner(cfg.model, cfg.adapters, cfg.learner, max_tokens=cfg.sampling.max_tokens, seed=cfg.seeds.run)
+    learner = Learner(cfg.model, cfg.adapters, cfg.learner, max_tokens=cfg.sampling.max_tokens,
+                      seed=cfg.seeds.run)
     next_shard = 0
     if resume:
         ckpt = latest_checkpoint(out / "checkpoints")
@@ -60,8 +61,8 @@ def train_from_shards(shards: Path, out: Path, config: str | None, overrides: li
         if learner.rank == 0:
             out.mkdir(parents=True, exist_ok=True)
             record = {"learner_step": metrics.learner_step, "shard": shard_paths[index].name,
-                      "trained_tokens": metrics.trained_tokens, "seconds": seconds, "adapters": metrics.adapters,
-                      "published": [v.engine_name for v in versions]}
+                      "trained_tokens": metrics.trained_tokens, "seconds": seconds,
+                      "adapters": metrics.adapters, "published": [v.engine_name for v in versions]}
             append_line_atomic(out / "metrics.jsonl", json.dumps(record, sort_keys=True))
             print(json.dumps(record, sort_keys=True))
         if learner.learner_step % cfg.loop.checkpoint_every == 0 or index == len(shard_paths) - 1:

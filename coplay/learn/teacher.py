@@ -44,15 +44,17 @@ SkillLabels = Callable[[Trajectory], tuple[Any, dict[int, str]]]
 """trajectory -> (a `SkillSource` for its bank or None, {segment start step: skill id or "NEW"})"""
 
 
-def expert_examples(game: str, seeds: list[int], rules: str, history_len: int = 4, max_steps: int | None = None,
-                    labels: SkillLabels | None = None, top_k: int = 3, policy: str = "expert") -> list[ChatExample]:
+def expert_examples(game: str, seeds: list[int], rules: str, history_len: int = 4,
+                    max_steps: int | None = None, labels: SkillLabels | None = None, top_k: int = 3,
+                    policy: str = "expert") -> list[ChatExample]:
     """`act` (and, with `labels`, `retrieve`) examples from `policy` bots playing every seat, one episode
     per seed."""
     seen: dict[tuple[int, str], list[tuple[str, list[str]]]] = {}
     current = {"seed": 0}
 
     def hook(seat: str, observation: str, info: dict) -> None:
-        seen.setdefault((current["seed"], seat), []).append((str(observation), list(info.get("legal_actions", []))))
+        seen.setdefault((current["seed"], seat), []).append(
+            (str(observation), list(info.get("legal_actions", []))))
 
     examples: list[ChatExample] = []
     for seed in seeds:
@@ -72,7 +74,8 @@ def expert_examples(game: str, seeds: list[int], rules: str, history_len: int = 
                 skill_text = skills.protocol_text(active) if (skills is not None and active) else None
                 messages = act_messages(game, rules, observation, legal, skill_text,
                                         history[-history_len:] if history_len else [])
-                examples.append(ChatExample("act", messages, act_completion(game, step.intention, step.action)))
+                examples.append(ChatExample("act", messages,
+                                            act_completion(game, step.intention, step.action)))
                 history.append(HistoryEntry(step.t, step.intention, step.action, step.reward))
     return examples
 
@@ -93,7 +96,7 @@ def bank_labels(banks: dict[str, Any], skill_bank_cfg: Any) -> SkillLabels:
     return label
 
 
-# ---------------------------------------------------------------- an OpenAI-compatible endpoint as the teacher
+# --------------------------------------------------------------- an OpenAI-compatible endpoint as the teacher
 
 def legal_actions_shown(messages: ChatMessages) -> list[str] | None:
     """The legal actions an `act` prompt lists (the inverse of the prompt builder's legal block); [] when the
@@ -113,9 +116,10 @@ def _teacher_completion(game: str, parsed: ParsedAct) -> str:
     return f"INTENTION: {parsed.intention}\n{skill}{key}{parsed.action}"
 
 
-async def _ask_endpoint(game: str, prompts: list[ChatMessages], endpoint: OpenAIEndpoint, sampling: SamplingParams,
-                        concurrency: int) -> list[str | None]:
-    """The endpoint's answer to each prompt (None where the request failed), at most `concurrency` in flight."""
+async def _ask_endpoint(game: str, prompts: list[ChatMessages], endpoint: OpenAIEndpoint,
+                        sampling: SamplingParams, concurrency: int) -> list[str | None]:
+    """The endpoint's answer to each prompt (None where the request failed), at most `concurrency` in
+    flight."""
     client = ChatClient(endpoint)
     gate = asyncio.Semaphore(max(1, concurrency))
 
@@ -132,12 +136,14 @@ async def _ask_endpoint(game: str, prompts: list[ChatMessages], endpoint: OpenAI
         await client.aclose()
 
 
-def openai_act_examples(game: str, examples: list[ChatExample], endpoint: OpenAIEndpoint, sampling: SamplingParams,
+def openai_act_examples(game: str, examples: list[ChatExample], endpoint: OpenAIEndpoint,
+                        sampling: SamplingParams,
                         concurrency: int = 8) -> tuple[list[ChatExample], dict[str, int]]:
-    """The same prompts answered by an OpenAI-compatible teacher: each `act` example of `game` gets the endpoint's answer, rewritten in the canonical `act` format; an answer
-    with any parse error (missing or unknown INTENTION tag, no ACTION, an illegal action) is dropped, and so
-    is a prompt the endpoint failed. Other adapters' examples pass through unchanged. Returns (examples,
-    counts: prompts, kept, dropped_unparseable, endpoint_errors). Call it from synchronous code."""
+    """The same prompts answered by an OpenAI-compatible teacher: each `act` example of `game` gets the
+    endpoint's answer, rewritten in the canonical `act` format; an answer with any parse error (missing or
+    unknown INTENTION tag, no ACTION, an illegal action) is dropped, and so is a prompt the endpoint failed.
+    Other adapters' examples pass through unchanged. Returns (examples, counts: prompts, kept,
+    dropped_unparseable, endpoint_errors). Call it from synchronous code."""
     act = [e for e in examples if e.adapter == "act"]
     answers = asyncio.run(_ask_endpoint(game, [e.messages for e in act], endpoint, sampling, concurrency))
     kept: list[ChatExample] = []

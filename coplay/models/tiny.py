@@ -112,7 +112,8 @@ def build_tiny_model(cfg: TinyModelConfig | None = None, force: bool = False) ->
         try:
             os.rename(tmp, out)
         except OSError:
-            if not (out / "config.json").is_file():  # lost a race to a half-built folder: impossible by rename
+            # lost a race to a half-built folder: impossible by rename
+            if not (out / "config.json").is_file():
                 raise
     finally:
         if tmp.exists():

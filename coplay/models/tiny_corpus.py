@@ -27,14 +27,16 @@ _SECTIONS = (
     "Abort:", "Contract:", "Summary:", "JSON", '{"summary":', '"plan":', '"preconditions":', '"success":',
     '"abort":', "approve", "reject", "<|im_start|>", "<|im_end|>", "system", "user", "assistant",
 )
-_PROVINCES = "PAR MAR BRE BUR PIC GAS LON LVP EDI BER MUN KIE VIE BUD TRI ROM NAP VEN MOS STP WAR SEV CON ANK SMY".split()
+_PROVINCES = ("PAR MAR BRE BUR PIC GAS LON LVP EDI BER MUN KIE VIE BUD TRI ROM NAP VEN MOS STP WAR SEV "
+              "CON ANK SMY").split()
 _GLYPHS = ". # @ * | - + = [ ] ( ) < > ? ! G K P C M O I T S Z J L".split()
 
 
 def _board_2048(rng: random.Random) -> str:
     rows = []
     for _ in range(4):
-        rows.append(" ".join(f"{rng.choice([0, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]):>5}" for _ in range(4)))
+        rows.append(" ".join(f"{rng.choice([0, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]):>5}"
+                             for _ in range(4)))
     return "\n".join(rows)
 
 

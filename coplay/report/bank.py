@@ -41,7 +41,8 @@ def show_bank(run_dir: str | Path | RunDir, game: str | None = None, version: in
     for key in _keys_for(run, game):
         bank = load_bank(run, key, version)
         m = bank.metrics
-        table = Table(title=f"bank {key} v{bank.version} (iteration {bank.iteration}): {len(bank.skills)} skills, "
+        table = Table(title=f"bank {key} v{bank.version} (iteration {bank.iteration}): "
+                            f"{len(bank.skills)} skills, "
                             f"held-out pass {m.get('heldout_pass_rate', 0):.0%} vs shuffled "
                             f"{m.get('shuffled_pass_rate', 0):.0%}, coverage {m.get('coverage', 0):.0%}")
         for col in ("id", "name", "contract", "preconditions", "success", "uses", "pass", "dur", "last", "v"):
@@ -54,7 +55,8 @@ def show_bank(run_dir: str | Path | RunDir, game: str | None = None, version: in
         console.print(table)
         if bank.operations:
             console.print("operations: " + "; ".join(
-                f"{op['op']} {op['targets'] or op['new']} -> {op['verdict']}{'' if op['applied'] else ' (not applied)'}"
+                f"{op['op']} {op['targets'] or op['new']} -> {op['verdict']}"
+                f"{'' if op['applied'] else ' (not applied)'}"
                 for op in bank.operations))
     return console.export_text()
 
@@ -84,11 +86,13 @@ def _skill_html(bank: Bank) -> str:
     rows = []
     for skill in bank.skills.values():
         st = skill.stats
-        lineage = "; ".join(f"{x.get('op')} {x.get('parents', [])} @it{x.get('iteration')}" for x in skill.lineage)
+        lineage = "; ".join(f"{x.get('op')} {x.get('parents', [])} @it{x.get('iteration')}"
+                            for x in skill.lineage)
         rows.append(
             f"<details><summary><b>{e(skill.id)}</b> {e(skill.name)} - {e(skill.summary)}</summary><ul>"
             f"<li>plan: <ol>{''.join(f'<li>{e(p)}</li>' for p in skill.plan)}</ol></li>"
-            f"<li>preconditions: <code>{e(skill.preconditions)}</code>; success: <code>{e(skill.success)}</code>; "
+            f"<li>preconditions: <code>{e(skill.preconditions)}</code>; "
+            f"success: <code>{e(skill.success)}</code>; "
             f"abort: <code>{e(skill.abort)}</code> ({e(skill.protocol_source)})</li>"
             f"<li>contract: add {e(', '.join(skill.contract.add))}; del {e(', '.join(skill.contract.dele))}; "
             f"n={skill.contract.n}; support {e(str(skill.contract.support))}</li>"
@@ -103,11 +107,13 @@ def _operations_html(history: list[Bank]) -> str:
     rows = []
     for bank in history:
         for op in bank.operations:
-            rows.append(f"<tr><td>v{bank.version}</td><td>{e(op['op'])}</td><td>{e(', '.join(op['targets']))}</td>"
+            rows.append(f"<tr><td>v{bank.version}</td><td>{e(op['op'])}</td>"
+                        f"<td>{e(', '.join(op['targets']))}</td>"
                         f"<td>{e(', '.join(op['new']))}</td><td>{e(str(op['verdict']))}</td>"
                         f"<td>{'yes' if op['applied'] else 'no'}</td>"
                         f"<td><code>{e(str(op.get('evidence', {}))[:300])}</code></td></tr>")
-    head = "<tr><th>version</th><th>op</th><th>targets</th><th>new</th><th>verdict</th><th>applied</th><th>evidence</th></tr>"
+    head = ("<tr><th>version</th><th>op</th><th>targets</th><th>new</th><th>verdict</th><th>applied</th>"
+            "<th>evidence</th></tr>")
     return f"<table>{head}{''.join(rows)}</table>" if rows else "<p>(no operations)</p>"
 
 
@@ -121,11 +127,13 @@ def bank_report_html(run_dir: str | Path | RunDir) -> str:
         m = latest.metrics
         sections.append(
             f"<h2>{html.escape(key)} - v{latest.version}, {len(latest.skills)} skills</h2>"
-            f"<p>held-out pass rate {m.get('heldout_pass_rate', 0):.1%}, shuffled {m.get('shuffled_pass_rate', 0):.1%}, "
+            f"<p>held-out pass rate {m.get('heldout_pass_rate', 0):.1%}, "
+            f"shuffled {m.get('shuffled_pass_rate', 0):.1%}, "
             f"coverage {m.get('coverage', 0):.1%}, quality {m.get('quality', 0):.3f}</p>"
             f"{_charts(key, history)}"
             f"<h3>Skills</h3>{_skill_html(latest)}<h3>Operations per version</h3>{_operations_html(history)}")
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse;font-size:12px}"
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:auto}"
+             "table{border-collapse:collapse;font-size:12px}"
              "td,th{border:1px solid #ccc;padding:2px 6px}code{font-size:12px}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>coplay skill banks</title>"
             f"<style>{style}</style></head><body><h1>Skill banks of {html.escape(str(run.root))}</h1>"

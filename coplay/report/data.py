@@ -1,10 +1,11 @@
 """What the run report reads from a run folder (DESIGN.md §7), turned into chart series and table rows.
 
-`metrics.jsonl` lines have the shape of `coplay.driver.metrics.iteration_record` (line 0 is the cold-start record,
-a final `final_train` record may follow the last iteration); `eval/*.json` files are `coplay.eval.write_eval`'s
-{"meta", "results"}; banks are `banks/<key>/v<n>.json` (`coplay.skills.schema`). Missing keys are tolerated
-(a run that stopped early still gets a report); unreadable files are reported, never skipped silently.
-Standard library + coplay's run folder, stats and bank schema only; never imports ray, torch or matplotlib.
+`metrics.jsonl` lines have the shape of `coplay.driver.metrics.iteration_record` (line 0 is the cold-start
+record, a final `final_train` record may follow the last iteration); `eval/*.json` files are
+`coplay.eval.write_eval`'s {"meta", "results"}; banks are `banks/<key>/v<n>.json` (`coplay.skills.schema`).
+Missing keys are tolerated (a run that stopped early still gets a report); unreadable files are reported,
+never skipped silently. Standard library + coplay's run folder, stats and bank schema only; never imports ray,
+torch or matplotlib.
 """
 
 from __future__ import annotations
@@ -115,8 +116,9 @@ def score_series(records: list[dict[str, Any]], game: str) -> Series | None:
     rows = [(r["iteration"], r["scores"][game]) for r in records if game in r.get("scores", {})]
     if not rows:
         return None
-    return Series("training rollouts (mean, 95% CI)", [it for it, _ in rows], [_num(s.get("mean")) for _, s in rows],
-                  [_num(s.get("ci_low")) for _, s in rows], [_num(s.get("ci_high")) for _, s in rows])
+    return Series("training rollouts (mean, 95% CI)", [it for it, _ in rows],
+                  [_num(s.get("mean")) for _, s in rows], [_num(s.get("ci_low")) for _, s in rows],
+                  [_num(s.get("ci_high")) for _, s in rows])
 
 
 def eval_overlays(evals: list[EvalFile], game: str) -> tuple[list[Series], list[Level]]:
@@ -147,8 +149,10 @@ def reward_part_panels(records: list[dict[str, Any]]) -> dict[str, list[Series]]
     adapters = sorted({a for r in records for a in r.get("reward_parts", {})})
     panels = {}
     for adapter in adapters:
-        rows = [(r["iteration"], r["reward_parts"][adapter]) for r in records if adapter in r.get("reward_parts", {})]
-        panels[adapter] = [Series("mean reward", [it for it, _ in rows], [_num(p.get("mean")) for _, p in rows])]
+        rows = [(r["iteration"], r["reward_parts"][adapter])
+                for r in records if adapter in r.get("reward_parts", {})]
+        panels[adapter] = [Series("mean reward", [it for it, _ in rows],
+                                  [_num(p.get("mean")) for _, p in rows])]
     return panels
 
 
@@ -166,7 +170,8 @@ def train_panels(records: list[dict[str, Any]]) -> dict[str, list[Series]]:
     """Learner figures (loss, KL, clip fraction, ...) per adapter over iterations, one panel per figure."""
     panels: dict[str, list[Series]] = {}
     for figure in TRAIN_FIGURES:
-        adapters = sorted({a for r in records for a, v in r.get("train", {}).get("adapters", {}).items() if figure in v})
+        adapters = sorted({a for r in records
+                           for a, v in r.get("train", {}).get("adapters", {}).items() if figure in v})
         lines = []
         for adapter in adapters:
             rows = [(r["iteration"], r["train"]["adapters"][adapter][figure]) for r in records
@@ -189,7 +194,8 @@ def timing_series(records: list[dict[str, Any]]) -> list[Series]:
     for key in timing_keys(records):
         rows = [(r["iteration"], _num(r["timings"].get(key))) for r in records if key in r.get("timings", {})]
         if rows:
-            out.append(Series(key.removesuffix("_s").replace("_", " "), [it for it, _ in rows], [v for _, v in rows]))
+            out.append(Series(key.removesuffix("_s").replace("_", " "), [it for it, _ in rows],
+                              [v for _, v in rows]))
     return out
 
 
@@ -203,7 +209,8 @@ def throughput_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         wall = _num(timings.get("iteration_s"))
         trained = _num(r.get("train", {}).get("trained_tokens"))
         rows.append({
-            "iteration": r["iteration"], "episodes": r.get("episodes"), **{k: _num(timings.get(k)) for k in keys},
+            "iteration": r["iteration"], "episodes": r.get("episodes"),
+            **{k: _num(timings.get(k)) for k in keys},
             "generated_tokens": _num(r.get("generated_tokens")),
             "generated_tokens_per_s": _num(r.get("generated_tokens_per_s")), "trained_tokens": trained,
             "trained_tokens_per_s": trained / wall if trained is not None and wall else None,

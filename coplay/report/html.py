@@ -25,7 +25,8 @@ h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:
 h3{font-size:15px}nav a{margin-right:12px}
 figure.chart{margin:12px 0}figure.chart svg{max-width:100%;height:auto}
 figcaption{font-size:12px;color:#555;max-width:900px}
-table{border-collapse:collapse;font-size:12px;margin:6px 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
+table{border-collapse:collapse;font-size:12px;margin:6px 0}\
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
 th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}tr.median td{font-weight:bold}
 .none,.note,.meta{color:#666;font-size:13px}.problem{color:#b00}
 pre.config{font-size:11px;background:#f7f7f7;padding:8px;max-height:320px;overflow:auto}
@@ -36,7 +37,8 @@ pre.config{font-size:11px;background:#f7f7f7;padding:8px;max-height:320px;overfl
 ERROR_HOOK = """
 window.__reportErrors = [];
 window.addEventListener('error', function (ev) {
-  window.__reportErrors.push(String(ev.message || ev.type) + (ev.filename ? ' @' + ev.filename + ':' + ev.lineno : ''));
+  window.__reportErrors.push(String(ev.message || ev.type) + \
+(ev.filename ? ' @' + ev.filename + ':' + ev.lineno : ''));
   if (document.body) { document.body.setAttribute('data-script-errors', window.__reportErrors.join(' | ')); }
 });
 """
@@ -73,7 +75,8 @@ CHECK_SCRIPT = """
     body.setAttribute('data-script-errors', window.__reportErrors.join(' | '));
   }
   check();
-  window.addEventListener('load', function () { check(); document.body.setAttribute('data-report-ready', 'yes'); });
+  window.addEventListener('load', function () { check(); \
+document.body.setAttribute('data-report-ready', 'yes'); });
 })();
 """
 
@@ -93,14 +96,19 @@ def render_report(data: RunData) -> str:
     e = html.escape
     name = data.root.name
     nav = "".join(f"<a href='#{key}'>{e(title)}</a>" for key, title, _ in SECTIONS)
-    body = "".join(f"<section id='{key}'><h2>{e(title)}</h2>{build(data)}</section>" for key, title, build in SECTIONS)
+    body = "".join(f"<section id='{key}'><h2>{e(title)}</h2>{build(data)}</section>"
+                   for key, title, build in SECTIONS)
     cold = ""
     if data.cold_start is not None:
         sft = data.cold_start.get("cold_start", {}).get("sft", {})
-        cold = f"<p class='meta'>cold start: {e(', '.join(f'{k}={v}' for k, v in sorted(sft.items()) if not isinstance(v, dict | list)))}</p>"
+        cold = ("<p class='meta'>cold start: "
+                f"""{e(', '.join(f'{k}={v}' for k, v in sorted(sft.items())
+                                 if not isinstance(v, dict | list)))}</p>""")
     iterations = len(data.iterations)
-    summary = (f"<p>{iterations} iteration record(s), {len(data.evals)} evaluation(s), {len(data.banks)} bank(s). "
-               f"Written {time.strftime('%Y-%m-%d %H:%M:%S %Z')} by <code>coplay report {e(str(data.root))}</code>.</p>")
+    summary = (f"<p>{iterations} iteration record(s), {len(data.evals)} evaluation(s), "
+               f"{len(data.banks)} bank(s). "
+               f"Written {time.strftime('%Y-%m-%d %H:%M:%S %Z')} by "
+               f"<code>coplay report {e(str(data.root))}</code>.</p>")
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>coplay run {e(name)}</title><script>{ERROR_HOOK}</script><style>{STYLE}</style></head>"

@@ -1,6 +1,6 @@
 """The sections of the run report, each an HTML fragment: learning curves, reward parts, invalid-action
-rates, learner figures, skill banks, evaluation tables, throughput. Charts are inline SVG (charts.py) wrapped in
-`<figure class="chart">`, which the page's check script verifies drew. Never imports ray or torch.
+rates, learner figures, skill banks, evaluation tables, throughput. Charts are inline SVG (charts.py) wrapped
+in `<figure class="chart">`, which the page's check script verifies drew. Never imports ray or torch.
 """
 
 from __future__ import annotations
@@ -64,15 +64,16 @@ def learning_curves(data: RunData) -> str:
             f"score-{game}", f"{game}: score per iteration", "iteration", "score", lines, levels, xlim=xlim),
             f"{game}: mean score of the policy's own seats in training rollouts per iteration, shaded 95% "
             f"t-interval; dotted: evaluations on seeds.eval; dashed: baselines evaluated once."))
-    return "".join(out) or _none("No scores yet: metrics.jsonl has no iteration records and eval/ has no results.")
+    return "".join(out) or _none("No scores yet: metrics.jsonl has no iteration records and eval/ has no "
+                                 "results.")
 
 
 def reward_parts(data: RunData) -> str:
     panels = reward_part_panels(data.iterations)
     if not panels:
         return _none("No reward parts recorded.")
-    return figure("chart-reward-parts", charts.small_multiples("reward-parts", "mean reward per adapter", "iteration",
-                                                               panels),
+    return figure("chart-reward-parts",
+                  charts.small_multiples("reward-parts", "mean reward per adapter", "iteration", panels),
                   "Mean reward of each adapter's samples per iteration (act: return-to-go at each step; "
                   "retrieve, segment, contract, curator: DESIGN.md §5).")
 
@@ -82,8 +83,9 @@ def rates(data: RunData) -> str:
     if not series:
         return _none("No invalid-action rates recorded.")
     top = max([v for s in series for v in s.y if v is not None] + [0.05])
-    return figure("chart-invalid", charts.line_chart("invalid", "invalid actions and parse errors", "iteration",
-                                                     "share of steps", series, ylim=(0, min(1.0, top * 1.15))),
+    return figure("chart-invalid",
+                  charts.line_chart("invalid", "invalid actions and parse errors", "iteration",
+                                    "share of steps", series, ylim=(0, min(1.0, top * 1.15))),
                   "Share of the policy's steps whose action was illegal (the game's fallback was applied) or "
                   "whose completion did not parse.")
 
@@ -92,8 +94,8 @@ def learner(data: RunData) -> str:
     panels = train_panels(data.iterations)
     if not panels:
         return _none("No learner steps recorded yet.")
-    return figure("chart-learner", charts.small_multiples("learner", "learner figures per adapter", "iteration",
-                                                          panels),
+    return figure("chart-learner",
+                  charts.small_multiples("learner", "learner figures per adapter", "iteration", panels),
                   "GRPO loss, policy-gradient loss, KL to the base model, clip fraction and gradient norm of "
                   "each adapter trained in the iteration's learner step.")
 
@@ -113,12 +115,15 @@ def banks(data: RunData) -> str:
     from coplay.report.bank import bank_report_html
 
     versions, ops = bank_operation_counts(data.banks)
-    parts = [figure("chart-bank-size", charts.line_chart("bank-size", "skills per bank version", "bank version",
-                                                         "skills", bank_size_series(data.banks)),
-                    "Number of skills in each bank (per game, Avalon side or Diplomacy power) at each version.")]
+    parts = [figure("chart-bank-size",
+                    charts.line_chart("bank-size", "skills per bank version", "bank version", "skills",
+                                      bank_size_series(data.banks)),
+                    "Number of skills in each bank (per game, Avalon side or Diplomacy power) at each "
+                    "version.")]
     if ops:
-        parts.append(figure("chart-bank-ops", charts.stacked_bars("bank-ops", "bank operations per version",
-                                                                  "bank version", "operations", versions, ops),
+        parts.append(figure("chart-bank-ops",
+                            charts.stacked_bars("bank-ops", "bank operations per version", "bank version",
+                                                "operations", versions, ops),
                             "Operations made for each bank version, summed over banks: applied ones by type, "
                             "and proposals not applied (curator verdict or failed checks)."))
     else:
@@ -136,10 +141,11 @@ def _score_table(ev: EvalFile) -> str:
         s = entry.get("score", {})
         rows.append(f"<tr><td>{e(game)}</td><td>{_fmt(s.get('n'))}</td><td>{_fmt(s.get('mean'))}</td>"
                     f"<td>[{_fmt(s.get('ci_low'))}, {_fmt(s.get('ci_high'))}]</td>"
-                    f"<td>[{_fmt(s.get('boot_low'))}, {_fmt(s.get('boot_high'))}]</td><td>{_fmt(s.get('median'))}</td>"
+                    f"<td>[{_fmt(s.get('boot_low'))}, {_fmt(s.get('boot_high'))}]</td>"
+                    f"<td>{_fmt(s.get('median'))}</td>"
                     f"<td>{_fmt(s.get('min'))}</td><td>{_fmt(s.get('max'))}</td></tr>")
-    head = ("<tr><th>game</th><th>n</th><th>mean</th><th>95% CI (t)</th><th>95% CI (bootstrap)</th><th>median</th>"
-            "<th>min</th><th>max</th></tr>")
+    head = ("<tr><th>game</th><th>n</th><th>mean</th><th>95% CI (t)</th><th>95% CI (bootstrap)</th>"
+            "<th>median</th><th>min</th><th>max</th></tr>")
     return f"<table class='eval'>{head}{''.join(rows)}</table>"
 
 
@@ -183,18 +189,21 @@ def throughput(data: RunData) -> str:
     series = timing_series(data.iterations)
     parts = []
     if series:
-        parts.append(figure("chart-timings", charts.line_chart("timings", "seconds per iteration", "iteration",
-                                                               "seconds", series),
-                            "Wall time of each iteration and of its timed parts (sync, rollouts, the engines' "
-                            "generation, env stepping, bank work, the learner step). With staleness >= 1 bank work "
-                            "and training overlap rollouts, so the parts can add up to more than the iteration."))
+        parts.append(figure("chart-timings",
+                            charts.line_chart("timings", "seconds per iteration", "iteration", "seconds",
+                                              series),
+                            "Wall time of each iteration and of its timed parts (sync, rollouts, the "
+                            "engines' generation, env stepping, bank work, the learner step). With staleness "
+                            ">= 1 bank work and training overlap rollouts, so the parts can add up to more "
+                            "than the iteration."))
     cols = list(rows[0])
     body = "".join("<tr>" + "".join(f"<td>{_fmt(r[c], 1)}</td>" for c in cols) + "</tr>" for r in rows)
     median = "<tr class='median'><td>median</td>" + "".join(
         f"<td>{_fmt(_median([r[c] for r in rows]), 1)}</td>" for c in cols[1:]) + "</tr>"
-    parts.append(f"<table class='throughput'><tr>{''.join(f'<th>{c}</th>' for c in cols)}</tr>{body}{median}</table>"
-                 "<p class='note'>trained_tokens_per_s = tokens the learner trained on in the iteration's step / "
-                 "the iteration's wall time (benchmarks/README.md defines it per GPU).</p>")
+    parts.append(f"<table class='throughput'><tr>{''.join(f'<th>{c}</th>' for c in cols)}</tr>"
+                 f"{body}{median}</table>"
+                 "<p class='note'>trained_tokens_per_s = tokens the learner trained on in the iteration's "
+                 "step / the iteration's wall time (benchmarks/README.md defines it per GPU).</p>")
     return "".join(parts)
 
 

@@ -26,7 +26,8 @@ def seat_role(info: dict[str, Any], seat: str) -> str:
 
 def _new_trajectory(game: str, policy: str, seed: int, seat: str, role: str) -> Trajectory:
     return Trajectory(
-        episode_id=f"{game}-{policy}-s{seed}-{seat}", game=game, seat=seat, role=role, seed=seed, policy=policy
+        episode_id=f"{game}-{policy}-s{seed}-{seat}", game=game, seat=seat, role=role, seed=seed,
+        policy=policy
     )
 
 
@@ -80,7 +81,8 @@ def play_aec(game: str, policy: str, seed: int, max_steps: int | None, hook: Obs
 
     env = make_env(game, **env_kwargs)
     env.reset(seed=seed)
-    bots = {a: make_bot(game, policy, seed=seed * 100 + i, agent=a) for i, a in enumerate(env.possible_agents)}
+    bots = {a: make_bot(game, policy, seed=seed * 100 + i, agent=a)
+            for i, a in enumerate(env.possible_agents)}
     trajs: dict[str, Trajectory] = {}
     last_step: dict[str, Step | None] = {a: None for a in env.possible_agents}
     decisions = 0
@@ -117,8 +119,10 @@ def play_parallel(game: str, policy: str, seed: int, max_steps: int | None, hook
 
     env = make_env(game, **env_kwargs)
     observations, infos = env.reset(seed=seed)
-    bots = {a: make_bot(game, policy, seed=seed * 100 + i, agent=a) for i, a in enumerate(env.possible_agents)}
-    trajs = {a: _new_trajectory(game, policy, seed, a, seat_role(infos.get(a, {}), a)) for a in env.possible_agents}
+    bots = {a: make_bot(game, policy, seed=seed * 100 + i, agent=a)
+            for i, a in enumerate(env.possible_agents)}
+    trajs = {a: _new_trajectory(game, policy, seed, a, seat_role(infos.get(a, {}), a))
+             for a in env.possible_agents}
     rounds = 0
     while env.agents and (max_steps is None or rounds < max_steps):
         steps: dict[str, Step] = {}

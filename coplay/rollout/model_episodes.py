@@ -72,14 +72,16 @@ class _Seat:
 
     def __init__(self, ctx: RunnerContext, plan: EpisodePlan, seat: str, role: str) -> None:
         self.player = plan.players.get(seat, plan.default)
-        self.traj = Trajectory(episode_id=plan.episode_id, game=plan.game, seat=seat, role=role, seed=plan.seed,
-                               iteration=plan.iteration, bank_version=plan.bank_version, policy=self.player.label)
+        self.traj = Trajectory(episode_id=plan.episode_id, game=plan.game, seat=seat, role=role,
+                               seed=plan.seed, iteration=plan.iteration, bank_version=plan.bank_version,
+                               policy=self.player.label)
         self.agent: DecisionAgent | OpenAISeat | None = None
         self.bot: Any = None
         seed_parts = (ctx.run_seed, plan.iteration, plan.episode_id, seat)
         if self.player.kind in ("model", "frozen"):
             assert self.player.seat is not None, "a model seat needs a ModelSeat"
-            assert ctx.engine is not None, f"{plan.episode_id}: seat {seat} is a {self.player.kind} seat; it needs an engine"
+            assert ctx.engine is not None, (f"{plan.episode_id}: seat {seat} is a {self.player.kind} seat; "
+                                            f"it needs an engine")
             ms = self.player.seat
             self.traj.adapter_versions = {k: int(v.rsplit("@v", 1)[1]) for k, v in
                                           (("act", ms.act), ("retrieve", ms.retrieve)) if v}
@@ -92,7 +94,8 @@ class _Seat:
             assert self.player.seat is not None and self.player.endpoint is not None, \
                 "an openai seat needs a ModelSeat (sampling, history length) and an OpenAIEndpoint"
             self.agent = OpenAISeat(
-                game=plan.game, rules=ctx.rules(plan.game), client=client_for(ctx.openai_clients, self.player.endpoint),
+                game=plan.game, rules=ctx.rules(plan.game),
+                client=client_for(ctx.openai_clients, self.player.endpoint),
                 sampling=self.player.seat.act_sampling, history_len=self.player.seat.history_len,
                 seed_parts=seed_parts, counters=ctx.counters)
         else:
@@ -129,7 +132,8 @@ class _Seat:
 
 
 def _timed(ctx: RunnerContext, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call an env method and add its wall time to `ctx.counters["env_ns"]` (the e2e time split's env part)."""
+    """Call an env method and add its wall time to `ctx.counters["env_ns"]` (the e2e time split's env
+    part)."""
     start = time.perf_counter_ns()
     try:
         return fn(*args, **kwargs)
@@ -196,7 +200,8 @@ async def _play_parallel(ctx: RunnerContext, plan: EpisodePlan) -> list[Trajecto
     while env.agents and (plan.max_steps is None or rounds < plan.max_steps):
         live = list(env.agents)
         actions = await asyncio.gather(*(seats[a].act(observations[a], infos[a]) for a in live))
-        observations, rewards, terms, truncs, infos = _timed(ctx, env.step, dict(zip(live, actions, strict=True)))
+        observations, rewards, terms, truncs, infos = _timed(ctx, env.step,
+                                                             dict(zip(live, actions, strict=True)))
         for a in live:
             seats[a].close(rewards.get(a, 0.0), infos.get(a, {}))
             seats[a].traj.terminated = bool(terms.get(a, False))

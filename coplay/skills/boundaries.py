@@ -46,7 +46,8 @@ def _is_bool(value: object) -> bool:
     return isinstance(value, bool)
 
 
-def score_positions(steps: Sequence[Step], known_skills: Collection[str] = ()) -> tuple[dict[int, float], int]:
+def score_positions(steps: Sequence[Step],
+                    known_skills: Collection[str] = ()) -> tuple[dict[int, float], int]:
     """Score of every boundary position with a positive score, and the count of unknown skill ids seen."""
     n = len(steps)
     scores: dict[int, float] = {}

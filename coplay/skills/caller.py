@@ -24,7 +24,8 @@ class CallerError(RuntimeError):
 class ModelCaller(Protocol):
     """Anything that samples completions for the `segment`, `contract` and `curator` adapters."""
 
-    def complete(self, adapter: str, prompts: list[ChatMessages], n: int, max_tokens: int) -> list[list[Sample]]:
+    def complete(self, adapter: str, prompts: list[ChatMessages], n: int,
+                 max_tokens: int) -> list[list[Sample]]:
         """n Samples per prompt, in prompt order, each with `completion_text` set."""
         ...
 
@@ -47,14 +48,16 @@ GenerateFn = Callable[[str, list[ChatMessages], int], Sequence[Sequence["Complet
 
 class FunctionCaller:
     """A `ModelCaller` from a function `generate(adapter, prompts, n)`; plain strings are accepted as
-    completions without token ids (a scripted caller). `max_tokens` is passed on when the function takes it."""
+    completions without token ids (a scripted caller). `max_tokens` is passed on when the function takes
+    it."""
 
     def __init__(self, generate: GenerateFn, pass_max_tokens: bool = False) -> None:
         self.generate = generate
         self.pass_max_tokens = pass_max_tokens
         self.calls: dict[str, int] = {}
 
-    def complete(self, adapter: str, prompts: list[ChatMessages], n: int, max_tokens: int) -> list[list[Sample]]:
+    def complete(self, adapter: str, prompts: list[ChatMessages], n: int,
+                 max_tokens: int) -> list[list[Sample]]:
         if not prompts:
             return []
         if self.pass_max_tokens:
@@ -76,9 +79,11 @@ def _to_sample(adapter: str, completion: Completion | str) -> Sample:
     if isinstance(completion, str):
         completion = Completion(text=completion)
     if not isinstance(completion, Completion):
-        raise CallerError(f"{adapter}: completion of type {type(completion).__name__}; expected Completion or str")
-    return Sample(adapter=adapter, adapter_version=completion.adapter_version, prompt_ids=list(completion.prompt_ids),
-                  completion_ids=list(completion.completion_ids), logprobs=list(completion.logprobs), group_id="",
+        raise CallerError(f"{adapter}: completion of type {type(completion).__name__}; "
+                          f"expected Completion or str")
+    return Sample(adapter=adapter, adapter_version=completion.adapter_version,
+                  prompt_ids=list(completion.prompt_ids), completion_ids=list(completion.completion_ids),
+                  logprobs=list(completion.logprobs), group_id="",
                   temperature=completion.temperature, completion_text=completion.text,
                   finish_reason=completion.finish_reason)
 

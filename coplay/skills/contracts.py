@@ -61,7 +61,8 @@ def learn_contract(effects: Sequence[Iterable[str]], eff_freq: float,
     skip = set(trivial)
     freqs = literal_frequencies(effects)
     kept = {lit: round(f, 6) for lit, f in freqs.items() if f >= eff_freq and lit not in skip}
-    for lit in list(kept):  # f↑ with f↓ (or b=true with b=false) at equal support: the data does not say which
+    # f↑ with f↓ (or b=true with b=false) at equal support: the data does not say which
+    for lit in list(kept):
         opposite = _opposite(lit)
         if opposite in kept and kept[opposite] >= kept[lit]:
             del kept[lit]
@@ -82,10 +83,12 @@ def instance_passes(contract_literals: Sequence[str], effects: Iterable[str], pa
     if not contract_literals:
         return False
     held = set(effects)
-    return sum(1 for lit in contract_literals if lit in held) >= pass_threshold * len(contract_literals) - 1e-9
+    return (sum(1 for lit in contract_literals if lit in held)
+            >= pass_threshold * len(contract_literals) - 1e-9)
 
 
-def pass_rate(contract_literals: Sequence[str], effects: Sequence[Iterable[str]], pass_threshold: float) -> float:
+def pass_rate(contract_literals: Sequence[str], effects: Sequence[Iterable[str]],
+              pass_threshold: float) -> float:
     """Share of instances passing (0 when there are none)."""
     if not effects:
         return 0.0
@@ -166,7 +169,8 @@ def deterministic_protocol(tag: str, contract: Contract, instances: Sequence[Ins
     effect_text = "; ".join(_describe(lit) for lit in lits[:4]) or "no stable effect yet"
     plan = [f"Start when {conjunction(pre)}" if pre else "Start from the current position"]
     plan += [f"{_describe(lit).capitalize()}" for lit in lits[:4]]
-    plan.append(f"Stop when {conjunction(success)}" if success else f"Stop after about {max(1, 2 * duration)} steps")
+    plan.append(f"Stop when {conjunction(success)}" if success
+                else f"Stop after about {max(1, 2 * duration)} steps")
     protocol = {
         "summary": f"{tag or 'SKILL'}: {effect_text} (about {max(1, duration)} steps)",
         "plan": plan[:7],

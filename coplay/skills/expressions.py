@@ -71,7 +71,8 @@ def _tokenize(text: str) -> list[tuple[str, str]]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None or m.end() == pos:
-            raise ExpressionError(f"expression {text!r}: unexpected character {text[pos:].lstrip()[:1]!r} at {pos}")
+            raise ExpressionError(f"expression {text!r}: unexpected character "
+                                  f"{text[pos:].lstrip()[:1]!r} at {pos}")
         kind = m.lastgroup or ""
         tokens.append((kind, m.group(kind)))
         pos = m.end()
@@ -104,7 +105,8 @@ class _Parser:
     def parse(self) -> Node:
         node = self.or_expr()
         if self.peek() is not None:
-            raise ExpressionError(f"expression {self.text!r}: unexpected {self.peek()[1]!r} after a full expression")
+            raise ExpressionError(f"expression {self.text!r}: unexpected {self.peek()[1]!r} "
+                                  f"after a full expression")
         return node
 
     def or_expr(self) -> Node:
@@ -147,7 +149,8 @@ class _Parser:
             if value == "false":
                 return Const(False)
             if value in _KEYWORDS:
-                raise ExpressionError(f"expression {self.text!r}: keyword {value!r} where a value was expected")
+                raise ExpressionError(f"expression {self.text!r}: keyword {value!r} "
+                                      f"where a value was expected")
             nxt = self.peek()
             if nxt == ("paren", "("):
                 raise ExpressionError(f"expression {self.text!r}: calls are not allowed ({value}(...))")
@@ -224,7 +227,8 @@ def parse_expression(text: str, known_features: Iterable[str] | None = None) -> 
         known = set(known_features)
         unknown = sorted(expression.features - known)
         if unknown:
-            raise ExpressionError(f"expression {stripped!r}: unknown feature(s) {unknown}; known: {sorted(known)}")
+            raise ExpressionError(f"expression {stripped!r}: unknown feature(s) {unknown}; "
+                                  f"known: {sorted(known)}")
     return expression
 
 

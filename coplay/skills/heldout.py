@@ -36,7 +36,8 @@ class HeldOutEval:
     per_skill: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, float]:
-        return {"heldout_pass_rate": round(self.pass_rate, 4), "shuffled_pass_rate": round(self.shuffled_pass_rate, 4),
+        return {"heldout_pass_rate": round(self.pass_rate, 4),
+                "shuffled_pass_rate": round(self.shuffled_pass_rate, 4),
                 "coverage": round(self.coverage, 4), "quality": round(self.quality, 4),
                 "heldout_segments": len(self.segments)}
 
@@ -48,8 +49,9 @@ def segment_all(trajectories: Sequence[Trajectory], boundaries: Mapping[str, lis
     profiles = skill_profiles(bank, prior)
     out: list[Segment] = []
     for traj in trajectories:
-        out.extend(segment_trajectory(traj, boundaries.get(traj.episode_id, []), bank, prior, cfg.segmentation.new_skill_penalty,
-                                      cfg.contracts.literal_window, cfg.segmentation.max_len, profiles))
+        out.extend(segment_trajectory(traj, boundaries.get(traj.episode_id, []), bank, prior,
+                                      cfg.segmentation.new_skill_penalty, cfg.contracts.literal_window,
+                                      cfg.segmentation.max_len, profiles))
     return out
 
 
@@ -61,7 +63,8 @@ def evaluate_bank(bank: Bank, trajectories: Sequence[Trajectory], boundaries: Ma
     labelled = [s for s in segments if s.label != NEW and s.label in bank.skills]
     total = sum(s.length for s in segments)
     covered = sum(s.length for s in labelled)
-    passes = [instance_passes(bank.skills[s.label].contract.literals, s.effects, cfg.contracts.pass_threshold) for s in labelled]
+    passes = [instance_passes(bank.skills[s.label].contract.literals, s.effects, cfg.contracts.pass_threshold)
+              for s in labelled]
     per_skill: dict[str, dict[str, float]] = {}
     for seg, ok in zip(labelled, passes, strict=True):
         entry = per_skill.setdefault(seg.label, {"n": 0, "passes": 0})
@@ -73,8 +76,10 @@ def evaluate_bank(bank: Bank, trajectories: Sequence[Trajectory], boundaries: Ma
     cov = covered / total if total else 0.0
     return HeldOutEval(segments=segments, pass_rate=rate,
                        shuffled_pass_rate=(0.0 if shuffle_seed is None else
-                                           shuffled_pass_rate(bank, labelled, trajectories, cfg, shuffle_seed)),
-                       coverage=cov, quality=bank_quality(rate, cov, len(bank.skills), cfg.maintenance.size_penalty),
+                                           shuffled_pass_rate(bank, labelled, trajectories, cfg,
+                                                              shuffle_seed)),
+                       coverage=cov,
+                       quality=bank_quality(rate, cov, len(bank.skills), cfg.maintenance.size_penalty),
                        per_skill=per_skill)
 
 
@@ -96,14 +101,16 @@ def shuffled_pass_rate(bank: Bank, labelled: Sequence[Segment], trajectories: Se
             traj = rng.choices(fits, weights=weights)[0]
             start = rng.randrange(len(traj.steps) - seg.length + 1)
             effects = segment_literals(traj.steps[start:start + seg.length], cfg.contracts.literal_window)
-            hits += instance_passes(bank.skills[seg.label].contract.literals, effects, cfg.contracts.pass_threshold)
+            hits += instance_passes(bank.skills[seg.label].contract.literals, effects,
+                                    cfg.contracts.pass_threshold)
             draws += 1
     return hits / draws if draws else 0.0
 
 
 def evaluate_on_trajectories(bank: Bank, trajectories: Sequence[Trajectory], cfg: SkillBankConfig,
                              shuffle_seed: int = 0) -> HeldOutEval:
-    """`evaluate_bank` on trajectories of the bank's key (boundaries proposed here): e.g. fresh held-out seeds."""
+    """`evaluate_bank` on trajectories of the bank's key (boundaries proposed here): e.g. fresh held-out
+    seeds."""
     from coplay.skills.boundaries import propose_boundaries
 
     known = set(bank.skills)

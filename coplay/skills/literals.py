@@ -76,7 +76,8 @@ def window_view(views: Sequence[FeatureView], ties: str = "last") -> dict[str, f
     for name, values in flags.items():
         if name not in totals:
             trues = sum(values)
-            out[name] = values[0 if ties == "first" else -1] if trues * 2 == len(values) else trues * 2 > len(values)
+            out[name] = (values[0 if ties == "first" else -1] if trues * 2 == len(values)
+                         else trues * 2 > len(values))
     return out
 
 

@@ -51,7 +51,8 @@ class Proposal:
                 "evidence": self.evidence}
 
 
-def jaccard(a: Sequence[str] | set[str] | frozenset[str], b: Sequence[str] | set[str] | frozenset[str]) -> float:
+def jaccard(a: Sequence[str] | set[str] | frozenset[str],
+            b: Sequence[str] | set[str] | frozenset[str]) -> float:
     sa, sb = set(a), set(b)
     return len(sa & sb) / len(sa | sb) if sa | sb else 1.0
 
@@ -84,13 +85,16 @@ def build_skill(bank: Bank, instances: Sequence[Instance], contract: Contract, c
     lits = contract.literals
     passes = sum(1 for i in instances if instance_passes(lits, i.effects, cfg.contracts.pass_threshold))
     n = len(instances)
-    stats = SkillStats(uses=n, successes=passes, mean_reward=sum(i.reward for i in instances) / n if n else 0.0,
+    stats = SkillStats(uses=n, successes=passes,
+                       mean_reward=sum(i.reward for i in instances) / n if n else 0.0,
                        mean_duration=sum(i.duration for i in instances) / n if n else 0.0,
                        last_used=max([i.iteration for i in instances], default=iteration))
     taken = [s.name for s in bank.skills.values() if s.id != skill_id]
-    return Skill(id=skill_id or bank.new_id(), name=skill_name(tag, contract, taken), summary=str(protocol["summary"]),
+    return Skill(id=skill_id or bank.new_id(), name=skill_name(tag, contract, taken),
+                 summary=str(protocol["summary"]),
                  plan=list(protocol["plan"]), preconditions=str(protocol["preconditions"]),  # type: ignore[arg-type]
-                 success=str(protocol["success"]), abort=str(protocol["abort"]), contract=contract, stats=stats,
+                 success=str(protocol["success"]), abort=str(protocol["abort"]), contract=contract,
+                 stats=stats,
                  version=bank.version + 1, lineage=[lineage], tags=dict(tags),
                  evidence=list(instances)[-cfg.contracts.evidence_limit:])
 
@@ -146,14 +150,18 @@ def propose_retirements(bank: Bank, cfg: SkillBankConfig, iteration: int, busy: 
     for skill_id in sorted(set(bank.skills) - busy):
         skill = bank.skills[skill_id]
         idle = iteration - skill.stats.last_used
-        recent = pass_rate(skill.contract.literals, [i.effects for i in skill.evidence], cfg.contracts.pass_threshold)
+        recent = pass_rate(skill.contract.literals, [i.effects for i in skill.evidence],
+                           cfg.contracts.pass_threshold)
         if idle >= cfg.maintenance.retire_after:
-            out.append(Proposal("retire", [skill_id], [], {"reason": "unused", "last_used": skill.stats.last_used,
-                                                           "idle_iterations": idle}))
-        elif skill.stats.uses >= cfg.maintenance.min_instances and len(skill.evidence) >= cfg.maintenance.min_instances \
-                and recent < cfg.maintenance.score_floor:
-            out.append(Proposal("retire", [skill_id], [], {"reason": "score below floor", "pass_rate": recent,
-                                                           "floor": cfg.maintenance.score_floor, "uses": skill.stats.uses}))
+            out.append(Proposal("retire", [skill_id], [],
+                                {"reason": "unused", "last_used": skill.stats.last_used,
+                                 "idle_iterations": idle}))
+        elif (skill.stats.uses >= cfg.maintenance.min_instances
+              and len(skill.evidence) >= cfg.maintenance.min_instances
+              and recent < cfg.maintenance.score_floor):
+            out.append(Proposal("retire", [skill_id], [],
+                                {"reason": "score below floor", "pass_rate": recent,
+                                 "floor": cfg.maintenance.score_floor, "uses": skill.stats.uses}))
     return out
 
 
@@ -169,7 +177,8 @@ def propose_merges(bank: Bank, cfg: SkillBankConfig, iteration: int, busy: set[s
             effect_j = jaccard(a.contract.literals, b.contract.literals)
             tag_cos = _cosine(a.tags, b.tags)
             da, db = max(a.stats.mean_duration, 1e-6), max(b.stats.mean_duration, 1e-6)
-            if effect_j < cfg.maintenance.merge_jaccard or tag_cos < SIMILAR_TAGS or max(da, db) / min(da, db) > SIMILAR_DURATION:
+            if (effect_j < cfg.maintenance.merge_jaccard or tag_cos < SIMILAR_TAGS
+                    or max(da, db) / min(da, db) > SIMILAR_DURATION):
                 continue
             instances = sorted(a.evidence + b.evidence, key=lambda x: (x.iteration, x.episode_id, x.start))
             contract = learn_contract([x.effects for x in instances], cfg.contracts.eff_freq, trivial)
@@ -189,8 +198,10 @@ def propose_merges(bank: Bank, cfg: SkillBankConfig, iteration: int, busy: set[s
 def _combined_stats(a: SkillStats, b: SkillStats) -> SkillStats:
     n = a.uses + b.uses
     w = (lambda x, y: (x * a.uses + y * b.uses) / n) if n else (lambda x, y: 0.0)
-    return SkillStats(uses=n, successes=a.successes + b.successes, mean_reward=w(a.mean_reward, b.mean_reward),
-                      mean_duration=w(a.mean_duration, b.mean_duration), last_used=max(a.last_used, b.last_used))
+    return SkillStats(uses=n, successes=a.successes + b.successes,
+                      mean_reward=w(a.mean_reward, b.mean_reward),
+                      mean_duration=w(a.mean_duration, b.mean_duration),
+                      last_used=max(a.last_used, b.last_used))
 
 
 def propose_splits_and_refinements(bank: Bank, cfg: SkillBankConfig, iteration: int, busy: set[str],
@@ -211,21 +222,25 @@ def propose_splits_and_refinements(bank: Bank, cfg: SkillBankConfig, iteration: 
                 for group in groups:
                     members = [skill.evidence[i] for i in group]
                     contract = learn_contract([m.effects for m in members], cfg.contracts.eff_freq, trivial)
-                    rates.append(pass_rate(contract.literals, [m.effects for m in members], cfg.contracts.pass_threshold))
+                    rates.append(pass_rate(contract.literals, [m.effects for m in members],
+                                           cfg.contracts.pass_threshold))
                     children.append((members, contract))
-                if all(len(m) >= cfg.maintenance.min_instances and len(c.literals) >= cfg.contracts.min_literals for m, c in children) \
-                        and min(rates) >= cfg.maintenance.split_child_pass_rate:
+                if (all(len(m) >= cfg.maintenance.min_instances
+                        and len(c.literals) >= cfg.contracts.min_literals for m, c in children)
+                        and min(rates) >= cfg.maintenance.split_child_pass_rate):
                     new = [build_skill(bank, m, c, cfg, iteration,
                                        {"op": "split", "parents": [skill_id], "iteration": iteration})
                            for m, c in children]
                     out.append(Proposal("split", [skill_id], new,
-                                        {"pass_rate": round(current, 4), "children_pass_rates": [round(r, 4) for r in rates],
+                                        {"pass_rate": round(current, 4),
+                                         "children_pass_rates": [round(r, 4) for r in rates],
                                          "children_sizes": [len(m) for m, _ in children],
                                          "children_contracts": [c.literals for _, c in children]}))
                     busy.add(skill_id)
                     continue
         relearned = learn_contract(effects, cfg.contracts.eff_freq, trivial)
-        if relearned.literals != skill.contract.literals and len(relearned.literals) >= cfg.contracts.min_literals:
+        if (relearned.literals != skill.contract.literals
+                and len(relearned.literals) >= cfg.contracts.min_literals):
             after = pass_rate(relearned.literals, effects, cfg.contracts.pass_threshold)
             if after + 1e-9 < current:
                 continue
@@ -264,7 +279,8 @@ def propose_materializations(bank: Bank, cfg: SkillBankConfig, iteration: int,
                 continue
             contract = learn_contract([i.effects for i in instances], cfg.contracts.eff_freq, trivial)
             # The consistent core: instances that pass the cluster's contract; the rest stay pending.
-            core = [i for i in instances if instance_passes(contract.literals, i.effects, cfg.contracts.pass_threshold)]
+            core = [i for i in instances
+                    if instance_passes(contract.literals, i.effects, cfg.contracts.pass_threshold)]
             if cfg.maintenance.min_instances <= len(core) < len(instances):
                 core_ids = {id(i) for i in core}
                 used = [u for u, i in zip(used, instances, strict=True) if id(i) in core_ids]
@@ -284,17 +300,19 @@ def propose_materializations(bank: Bank, cfg: SkillBankConfig, iteration: int,
     for size, tag, _, instances, contract, rate in candidates[:max(0, capacity)]:
         skill = build_skill(bank, instances, contract, cfg, iteration,
                             {"op": "materialize", "parents": [], "iteration": iteration})
-        out.append(Proposal("materialize", [], [skill], {"instances": size, "tag": tag, "pass_rate": round(rate, 4),
-                                                          "contract": contract.literals,
-                                                          "support": contract.support},
+        out.append(Proposal("materialize", [], [skill],
+                            {"instances": size, "tag": tag, "pass_rate": round(rate, 4),
+                             "contract": contract.literals, "support": contract.support},
                             [instance_key(i) for i in instances]))
     return out
 
 
-def propose_operations(bank: Bank, cfg: SkillBankConfig, iteration: int, trivial: frozenset[str]) -> list[Proposal]:
+def propose_operations(bank: Bank, cfg: SkillBankConfig, iteration: int,
+                       trivial: frozenset[str]) -> list[Proposal]:
     """All proposals for this update, in the order they are curated: retire (unused), merge, split/refine,
     retire (below the floor, when no split or refinement can save the skill), materialize."""
-    stale = {sid for sid, s in bank.skills.items() if iteration - s.stats.last_used >= cfg.maintenance.retire_after}
+    stale = {sid for sid, s in bank.skills.items()
+             if iteration - s.stats.last_used >= cfg.maintenance.retire_after}
     unused = propose_retirements(bank, cfg, iteration, set(bank.skills) - stale)
     busy = set(stale)
     merges = propose_merges(bank, cfg, iteration, busy, trivial)
@@ -304,7 +322,8 @@ def propose_operations(bank: Bank, cfg: SkillBankConfig, iteration: int, trivial
     taken = {s.name for s in bank.skills.values()}
     for proposal in proposals:  # names unique across the bank and this update's new skills
         for skill in proposal.new_skills:
-            if skill.name in taken and not (proposal.op == "refine" and bank.skills[skill.id].name == skill.name):
+            if (skill.name in taken
+                    and not (proposal.op == "refine" and bank.skills[skill.id].name == skill.name)):
                 skill.name = skill_name(dominant_tag(skill.tags), skill.contract, taken)
             taken.add(skill.name)
     return proposals
@@ -327,7 +346,8 @@ def apply_proposal(bank: Bank, proposal: Proposal) -> Bank:
 
 
 def enforce_size(bank: Bank, max_skills: int) -> list[str]:
-    """Evict the weakest skills (pass rate, then uses, then recency) until the bank fits; returns their ids."""
+    """Evict the weakest skills (pass rate, then uses, then recency) until the bank fits; returns their
+    ids."""
     evicted = []
     while len(bank.skills) > max_skills:
         weakest = min(bank.skills.values(),

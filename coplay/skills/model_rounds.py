@@ -50,9 +50,9 @@ def ranking_bonus(ranking: Sequence[str] | None, weight: float) -> dict[str, flo
     return {label: weight * ((m - 1 - r) / (m - 1) if m > 1 else 1.0) for r, label in enumerate(ranking)}
 
 
-def segment_round(caller: ModelCaller, bank: Bank, train: Sequence[Trajectory], segments: Mapping[str, list[Segment]],
-                  heldout_before: HeldOutEval, cfg: SkillBankConfig, iteration: int, max_tokens: int,
-                  counts: Counter[str]) -> list[Sample]:
+def segment_round(caller: ModelCaller, bank: Bank, train: Sequence[Trajectory],
+                  segments: Mapping[str, list[Segment]], heldout_before: HeldOutEval, cfg: SkillBankConfig,
+                  iteration: int, max_tokens: int, counts: Counter[str]) -> list[Sample]:
     """Ask the `segment` adapter about segments whose label margin is small; relabel by its first sample."""
     if not bank.skills or cfg.segmentation.max_prompts == 0:
         return []
@@ -60,7 +60,8 @@ def segment_round(caller: ModelCaller, bank: Bank, train: Sequence[Trajectory], 
     profiles = skill_profiles(bank, prior)
     by_id = {t.episode_id: t for t in train}
     close = sorted(((seg.margin, seg.episode_id, seg.start, seg) for segs in segments.values() for seg in segs
-                    if seg.margin < cfg.segmentation.margin), key=lambda x: x[:3])[:cfg.segmentation.max_prompts]
+                    if seg.margin < cfg.segmentation.margin),
+                   key=lambda x: x[:3])[:cfg.segmentation.max_prompts]
     if not close:
         return []
     prompts, metas = [], []
@@ -94,12 +95,12 @@ def segment_round(caller: ModelCaller, bank: Bank, train: Sequence[Trajectory], 
             label = relabel(seg, ranking_bonus(ranking, cfg.segmentation.rank_weight), profiles, prior,
                             cfg.segmentation.new_skill_penalty, tags)
             if label not in cache:
-                cache[label] = _implied_segment_reward(bank, segments[traj.episode_id], seg, label, train_by_skill,
-                                                       heldout_by_skill, cfg)
+                cache[label] = _implied_segment_reward(bank, segments[traj.episode_id], seg, label,
+                                                       train_by_skill, heldout_by_skill, cfg)
             sample.reward = cache[label]
-            sample.meta.update({"bank_key": bank.bank_key, "iteration": iteration, "episode_id": traj.episode_id,
-                                "start": seg.start, "end": seg.end, "labels": labels, "ranking": ranking,
-                                "label": label})
+            sample.meta.update({"bank_key": bank.bank_key, "iteration": iteration,
+                                "episode_id": traj.episode_id, "start": seg.start, "end": seg.end,
+                                "labels": labels, "ranking": ranking, "label": label})
             chosen_labels.append(label)
             samples.append(sample)
         counts["segment_prompts"] += 1
@@ -109,9 +110,10 @@ def segment_round(caller: ModelCaller, bank: Bank, train: Sequence[Trajectory], 
     return samples
 
 
-def _implied_segment_reward(bank: Bank, trajectory_segments: Sequence[Segment], changed: Segment, label: str,
-                            train_by_skill: Mapping[str, list[frozenset[str]]],
-                            heldout_by_skill: Mapping[str, list[frozenset[str]]], cfg: SkillBankConfig) -> float:
+def _implied_segment_reward(bank: Bank, trajectory_segments: Sequence[Segment], changed: Segment,
+                            label: str, train_by_skill: Mapping[str, list[frozenset[str]]],
+                            heldout_by_skill: Mapping[str, list[frozenset[str]]],
+                            cfg: SkillBankConfig) -> float:
     """§5 segment reward of the segmentation in which `changed` carries `label`."""
     labels = [label if s is changed else s.label for s in trajectory_segments]
     rates = []
@@ -145,7 +147,8 @@ def curator_round(caller: ModelCaller | None, bank: Bank, proposals: Sequence[Pr
         return bank, [], records
     prompts = [curator_prompt(bank.game, p.op, [bank.skills[t] for t in p.targets], p.evidence, p.new_skills)
                for p in proposals]
-    groups = call_adapter(caller, "curator", prompts, cfg.group_size, max_tokens, _group_prefix(bank, iteration))
+    groups = call_adapter(caller, "curator", prompts, cfg.group_size, max_tokens,
+                          _group_prefix(bank, iteration))
     samples: list[Sample] = []
     q_now = quality(bank) if proposals else 0.0
     for proposal, group in zip(proposals, groups, strict=True):
@@ -177,19 +180,21 @@ def skill_contract_prompt(bank: Bank, skill: Skill) -> ChatMessages:
     teacher examples)."""
     effects = [e.effects for e in skill.evidence]
     start = window_view([e.start_view for e in skill.evidence], "first")
-    return contract_prompt(bank.game, dominant_tag(skill.tags), len(skill.evidence), literal_frequencies(effects),
-                           bank.features, start, skill.stats.mean_duration)
+    return contract_prompt(bank.game, dominant_tag(skill.tags), len(skill.evidence),
+                           literal_frequencies(effects), bank.features, start, skill.stats.mean_duration)
 
 
-def contract_round(caller: ModelCaller, bank: Bank, skill_ids: Sequence[str], heldout_effects: Mapping[str, list],
-                   cfg: SkillBankConfig, iteration: int, max_tokens: int, counts: Counter[str]) -> list[Sample]:
+def contract_round(caller: ModelCaller, bank: Bank, skill_ids: Sequence[str],
+                   heldout_effects: Mapping[str, list], cfg: SkillBankConfig, iteration: int,
+                   max_tokens: int, counts: Counter[str]) -> list[Sample]:
     """Ask the `contract` adapter to write each listed skill's protocol; the first sample's valid answer
     replaces the deterministic protocol, an invalid one is rejected and counted (the deterministic stands)."""
     skills: list[Skill] = [bank.skills[i] for i in skill_ids]
     if not skills:
         return []
     prompts = [skill_contract_prompt(bank, skill) for skill in skills]
-    groups = call_adapter(caller, "contract", prompts, cfg.group_size, max_tokens, _group_prefix(bank, iteration))
+    groups = call_adapter(caller, "contract", prompts, cfg.group_size, max_tokens,
+                          _group_prefix(bank, iteration))
     samples: list[Sample] = []
     for skill, group in zip(skills, groups, strict=True):
         held = heldout_effects.get(skill.id, [])
@@ -215,6 +220,7 @@ def contract_round(caller: ModelCaller, bank: Bank, skill_ids: Sequence[str], he
             continue
         counts["contract_accepted"] += 1
         skill.summary, skill.plan = first["summary"], list(first["plan"])
-        skill.preconditions, skill.success, skill.abort = first["preconditions"], first["success"], first["abort"]
+        skill.preconditions, skill.success, skill.abort = (first["preconditions"], first["success"],
+                                                           first["abort"])
         skill.protocol_source = f"contract@{group[0].sample_id}"
     return samples

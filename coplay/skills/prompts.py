@@ -1,4 +1,5 @@
-"""Prompts of the skill-bank adapters (`segment`, `contract`, `curator`) and tolerant parsers of their answers.
+"""Prompts of the skill-bank adapters (`segment`, `contract`, `curator`) and tolerant parsers of their
+answers.
 
 Parsers accept what a model plausibly writes (extra prose, code fences, case) but never guess: an answer that
 does not contain a parseable, valid reply returns None / raises `AnswerError`, and the caller counts it.
@@ -49,7 +50,8 @@ def segment_prompt(game: str, tags: Mapping[str, int], actions: Sequence[str], e
     ids = ", ".join(order if order is not None else [s.id for s in candidates] + ["NEW"])
     tag_text = ", ".join(f"{t or 'NONE'} x{c}" for t, c in sorted(tags.items()))
     system = ("You label segments of game trajectories with the skill that best explains them. Rank the "
-              "candidates from best to worst on one line: RANK: <id> > <id> > ... Use NEW for 'none of these'.")
+              "candidates from best to worst on one line: RANK: <id> > <id> > ... Use NEW for 'none of "
+              "these'.")
     user = (f"Game: {game}\nSegment of {length} steps, game reward {reward:g}.\n"
             f"Intentions: {tag_text}\n"
             f"Actions: {'; '.join(shown)}{more}\n"
@@ -75,15 +77,17 @@ def contract_prompt(game: str, tag: str, n_instances: int, frequencies: Mapping[
                     feature_kinds: Mapping[str, str], mean_start: Mapping[str, float | bool],
                     duration: float) -> ChatMessages:
     """Ask for a skill's protocol as JSON."""
-    freq_text = ", ".join(f"{lit} {f:.0%}" for lit, f in sorted(frequencies.items(), key=lambda x: (-x[1], x[0]))[:14])
+    freq_text = ", ".join(f"{lit} {f:.0%}"
+                          for lit, f in sorted(frequencies.items(), key=lambda x: (-x[1], x[0]))[:14])
     feats = ", ".join(f"{n} ({k})" for n, k in sorted(feature_kinds.items()))
     start = ", ".join(f"{n}={_fmt(v)}" for n, v in sorted(mean_start.items()))
     system = ("You write the protocol of one skill of a game-playing agent. Answer with a first line "
-              "EFFECTS: <contract literals separated by commas: f↑, f↓, b=true, b=false>, then one JSON object "
-              'with keys "summary" (one sentence), "plan" (2 to 7 short steps), "preconditions", "success" and '
-              '"abort" (validator expressions over the features: comparisons < <= > >= == !=, and, or, not, '
-              "numbers, true, false, feature names).")
-    user = (f"Game: {game}\nIntention tag: {tag or 'NONE'}\nInstances: {n_instances}, about {duration:.0f} steps each.\n"
+              "EFFECTS: <contract literals separated by commas: f↑, f↓, b=true, b=false>, then one JSON "
+              'object with keys "summary" (one sentence), "plan" (2 to 7 short steps), "preconditions", '
+              '"success" and "abort" (validator expressions over the features: comparisons < <= > >= == !=, '
+              "and, or, not, numbers, true, false, feature names).")
+    user = (f"Game: {game}\nIntention tag: {tag or 'NONE'}\nInstances: {n_instances}, "
+            f"about {duration:.0f} steps each.\n"
             f"Effects seen (share of instances): {freq_text or '(none)'}\nTypical start: {start}\n"
             f"Features: {feats}\n\nThe EFFECTS line, then the JSON:")
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -165,7 +169,8 @@ _EFFECTS_LIST = re.compile(r'"effects"\s*:\s*(\[[^\[\]]*\])')
 
 
 def _effects_line(text: str, known: set[str]) -> list[str] | None:
-    """The items of the first `EFFECTS: a, b, ...` line (`(none)` or nothing: an empty list); None without one."""
+    """The items of the first `EFFECTS: a, b, ...` line (`(none)` or nothing: an empty list); None without
+    one."""
     match = _EFFECTS_LINE.search(text)
     if match is None:
         return None
@@ -201,10 +206,12 @@ def curator_prompt(game: str, op: str, skills: Sequence[Skill], evidence: Mappin
     """Ask to approve or reject one maintenance operation."""
     before = "\n".join(render_skill(s) for s in skills) or "(none)"
     after = "\n".join(render_skill(s) for s in proposed) or "(removed)"
-    system = ("You curate the skill bank of a game-playing agent. Approve an operation only if the bank gets more "
-              "accurate and more useful. Answer on the first line: VERDICT: APPROVE or VERDICT: REJECT.")
+    system = ("You curate the skill bank of a game-playing agent. Approve an operation only if the bank "
+              "gets more accurate and more useful. Answer on the first line: VERDICT: APPROVE or "
+              "VERDICT: REJECT.")
     user = (f"Game: {game}\nOperation: {op}\nSkills now:\n{before}\nAfter the operation:\n{after}\n"
-            f"Evidence: {json.dumps(evidence, sort_keys=True, default=str, ensure_ascii=False)[:1500]}\n\nVERDICT:")
+            f"Evidence: {json.dumps(evidence, sort_keys=True, default=str, ensure_ascii=False)[:1500]}"
+            f"\n\nVERDICT:")
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 

@@ -23,8 +23,10 @@ VALID_PROTOCOL_BONUS = 0.5
 UNPARSEABLE_VERDICT_PENALTY = 0.05  # ten skills' worth of size penalty at the default 0.005
 
 
-def segment_reward(heldout_pass_rate: float, positive_reward_in_skills: float, positive_reward_total: float) -> float:
-    """Held-out pass rate of the implied contracts + share of positive reward inside existing-skill segments."""
+def segment_reward(heldout_pass_rate: float, positive_reward_in_skills: float,
+                   positive_reward_total: float) -> float:
+    """Held-out pass rate of the implied contracts + share of positive reward inside existing-skill
+    segments."""
     share = positive_reward_in_skills / positive_reward_total if positive_reward_total > 0 else 0.0
     return heldout_pass_rate + share
 
@@ -46,10 +48,11 @@ def reference_effects(heldout_effects: Sequence[Iterable[str]], eff_freq: float)
     return {lit for lit, f in literal_frequencies(heldout_effects).items() if f >= eff_freq}
 
 
-def contract_reward(proposed_effects: Iterable[str], heldout_effects: Sequence[Iterable[str]], eff_freq: float,
-                    valid: bool) -> float:
+def contract_reward(proposed_effects: Iterable[str], heldout_effects: Sequence[Iterable[str]],
+                    eff_freq: float, valid: bool) -> float:
     """F1 against the held-out reference + 0.5 when the protocol parsed and validated."""
-    return f1(proposed_effects, reference_effects(heldout_effects, eff_freq)) + (VALID_PROTOCOL_BONUS if valid else 0.0)
+    return (f1(proposed_effects, reference_effects(heldout_effects, eff_freq))
+            + (VALID_PROTOCOL_BONUS if valid else 0.0))
 
 
 def bank_quality(mean_pass_rate: float, step_coverage: float, size: int, size_penalty: float) -> float:

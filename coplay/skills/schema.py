@@ -157,7 +157,8 @@ class Bank:
             return self.skills[skill_id]
         except KeyError:
             raise UnknownSkillError(
-                f"bank {self.bank_key} v{self.version} has no skill {skill_id!r}; it holds {sorted(self.skills)}"
+                f"bank {self.bank_key} v{self.version} has no skill {skill_id!r}; "
+                f"it holds {sorted(self.skills)}"
             ) from None
 
     def new_id(self) -> str:
@@ -181,7 +182,8 @@ class Bank:
             "schema_version": BANK_SCHEMA_VERSION, "bank_key": self.bank_key, "version": self.version,
             "iteration": self.iteration, "next_id": self.next_id, "features": self.features,
             "skills": [self.skills[k].to_json() for k in sorted(self.skills, key=_id_order)],
-            "pending": [asdict(i) for i in self.pending], "operations": self.operations, "metrics": self.metrics,
+            "pending": [asdict(i) for i in self.pending], "operations": self.operations,
+            "metrics": self.metrics,
             "literal_counts": self.literal_counts, "segments_seen": self.segments_seen,
         }
 
@@ -208,7 +210,8 @@ class Bank:
                             f"this coplay reads {BANK_SCHEMA_VERSION}")
         try:
             skills = [Skill.from_json(s) for s in data["skills"]]
-            return cls(bank_key=data["bank_key"], version=int(data["version"]), iteration=int(data["iteration"]),
+            return cls(bank_key=data["bank_key"], version=int(data["version"]),
+                       iteration=int(data["iteration"]),
                        skills={s.id: s for s in skills}, next_id=int(data["next_id"]),
                        features=dict(data.get("features", {})),
                        pending=[Instance(**i) for i in data.get("pending", [])],
@@ -234,8 +237,9 @@ def bank_key_for(game: str, seat: str = "", role: str = "") -> str:
 
 
 def save_bank(run: RunDir, bank: Bank) -> Path:
-    """Write `bank` as `banks/<key>/v<version>.json` with its manifest (`coplay.artifacts.manifest`), atomically.
-    An existing version is never overwritten (a `BankError` says so): the previous versions are never lost."""
+    """Write `bank` as `banks/<key>/v<version>.json` with its manifest (`coplay.artifacts.manifest`),
+    atomically. An existing version is never overwritten (a `BankError` says so): the previous versions are
+    never lost."""
     from coplay.artifacts.manifest import write_bank_version
 
     path = run.bank_path(bank.bank_key, bank.version)

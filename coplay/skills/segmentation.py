@@ -108,7 +108,8 @@ def _duration_term(n: int, duration: float) -> float:
 
 
 def label_scores(n: int, effects: frozenset[str], tags: Mapping[str, int], profiles: Sequence[SkillProfile],
-                 prior: float, new_penalty: float, bonus: Mapping[str, float] | None = None) -> list[tuple[str, float]]:
+                 prior: float, new_penalty: float,
+                 bonus: Mapping[str, float] | None = None) -> list[tuple[str, float]]:
     """Every label's score for one segment, best first (ties: NEW last, then by id)."""
     majority = max(tags.values(), default=0) / n
     scores = [(NEW, n / 2 * W_INTENT * (2 * majority - 1) + _duration_term(n, prior) - new_penalty)]
@@ -141,7 +142,8 @@ def make_segment(trajectory: Trajectory, index: _TrajectoryIndex, i: int, j: int
     tags = index.tag_counts(i, j)
     tag = min(tags, key=lambda t: (-tags[t], t)) if tags else ""
     return Segment(trajectory.episode_id, i, j, NEW, literals_of_views(start_view, end_view), tag,
-                   index.reward[j] - index.reward[i], index.positive[j] - index.positive[i], start_view, end_view)
+                   index.reward[j] - index.reward[i], index.positive[j] - index.positive[i], start_view,
+                   end_view)
 
 
 def segment_trajectory(trajectory: Trajectory, boundaries: Sequence[int], bank: Bank, prior: float,
@@ -163,8 +165,8 @@ def segment_trajectory(trajectory: Trajectory, boundaries: Sequence[int], bank: 
             if n > max_len and a < b - 1:
                 break
             seg = make_segment(trajectory, index, points[a], points[b], window)
-            seg.candidates = label_scores(n, seg.effects, index.tag_counts(points[a], points[b]), profiles, prior,
-                                          new_penalty)
+            seg.candidates = label_scores(n, seg.effects, index.tag_counts(points[a], points[b]), profiles,
+                                          prior, new_penalty)
             seg.label = seg.candidates[0][0]
             total = best[a] + seg.candidates[0][1]
             if total > best[b] + 1e-12:

@@ -67,7 +67,8 @@ class TeacherCaller(FunctionCaller):
         for j, i in enumerate(where):
             meta = mine[j * n].meta
             worse = float(meta["quality_after"]) < float(meta["quality_before"])
-            self.examples[i] = ("curator", self.examples[i][1], "VERDICT: REJECT" if worse else "VERDICT: APPROVE")
+            self.examples[i] = ("curator", self.examples[i][1],
+                                "VERDICT: REJECT" if worse else "VERDICT: APPROVE")
             rejected += worse
         return rejected
 
@@ -82,7 +83,8 @@ def contract_examples(bank: Bank) -> list[Example]:
         effects = ", ".join(skill.contract.literals) or "(none)"
         protocol = {"summary": skill.summary, "plan": list(skill.plan), "preconditions": skill.preconditions,
                     "success": skill.success, "abort": skill.abort}
-        examples.append(("contract", prompt, f"EFFECTS: {effects}\n{json.dumps(protocol, ensure_ascii=False)}"))
+        examples.append(("contract", prompt,
+                         f"EFFECTS: {effects}\n{json.dumps(protocol, ensure_ascii=False)}"))
     return examples
 
 

@@ -28,7 +28,8 @@ from coplay.types import Sample, Trajectory
 DEFAULT_MAX_TOKENS = {"segment": 64, "contract": 256, "curator": 32}
 
 
-def check_trajectories(bank: Bank, trajectories: Sequence[Trajectory], counts: Counter[str]) -> list[Trajectory]:
+def check_trajectories(bank: Bank, trajectories: Sequence[Trajectory],
+                       counts: Counter[str]) -> list[Trajectory]:
     """Trajectories this bank may learn from. Another game's (or side's) trajectory is a `BankError`
     naming it; an empty one is skipped and counted."""
     usable = []
@@ -40,7 +41,8 @@ def check_trajectories(bank: Bank, trajectories: Sequence[Trajectory], counts: C
         if not traj.steps:
             counts["empty_trajectories"] += 1
             continue
-        counts["steps_without_features"] += sum(1 for s in traj.steps if not s.features_before or not s.features_after)
+        counts["steps_without_features"] += sum(1 for s in traj.steps
+                                                if not s.features_before or not s.features_after)
         usable.append(traj)
     return usable
 
@@ -56,7 +58,8 @@ def update_vocabulary(bank: Bank, trajectories: Sequence[Trajectory]) -> None:
     bank.features = dict(sorted(bank.features.items()))
 
 
-def split_heldout(trajectories: Sequence[Trajectory], every: int) -> tuple[list[Trajectory], list[Trajectory], bool]:
+def split_heldout(trajectories: Sequence[Trajectory],
+                  every: int) -> tuple[list[Trajectory], list[Trajectory], bool]:
     """(train, held-out, held-out is train): every `every`-th trajectory by episode id is held out (at least
     one when there are two or more); a single trajectory serves as both."""
     ordered = sorted(trajectories, key=lambda t: t.episode_id)
@@ -86,8 +89,8 @@ def record_usage(bank: Bank, segments: Sequence[Segment], cfg: SkillBankConfig, 
         n = stats.uses + k
         stats.mean_reward = (stats.mean_reward * stats.uses + sum(i.reward for i in instances)) / n
         stats.mean_duration = (stats.mean_duration * stats.uses + sum(i.duration for i in instances)) / n
-        stats.successes += sum(instance_passes(skill.contract.literals, i.effects, cfg.contracts.pass_threshold)
-                               for i in instances)
+        stats.successes += sum(instance_passes(skill.contract.literals, i.effects,
+                                               cfg.contracts.pass_threshold) for i in instances)
         stats.uses, stats.last_used = n, iteration
         for tag, c in tag_counts(instances).items():
             skill.tags[tag] = skill.tags.get(tag, 0) + c
@@ -98,12 +101,14 @@ def refreshed_skills(bank: Bank, segments: Sequence[Segment], skip: Sequence[str
     """Skills (besides `skip`) that gained evidence in this update, most new instances first (ties by id), at
     most `limit`: their prompts show new evidence, so the `contract` adapter rewrites their protocols too
     (contract learning is a stage of every update, not only of maintenance)."""
-    gained = Counter(s.label for s in segments if s.label != NEW and s.label in bank.skills and s.label not in skip)
+    gained = Counter(s.label for s in segments
+                     if s.label != NEW and s.label in bank.skills and s.label not in skip)
     return sorted(gained, key=lambda sid: (-gained[sid], sid))[:limit]
 
 
-def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCaller | None, cfg: SkillBankConfig,
-                iteration: int, max_tokens: Mapping[str, int] | None = None) -> tuple[Bank, list[Sample], dict[str, Any]]:
+def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCaller | None,
+                cfg: SkillBankConfig, iteration: int,
+                max_tokens: Mapping[str, int] | None = None) -> tuple[Bank, list[Sample], dict[str, Any]]:
     """One bank update on a shard of trajectories of this bank's key.
 
     Returns the next bank version, the Samples of the `segment`, `contract` and `curator` adapters (rewards
@@ -132,17 +137,21 @@ def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCal
 
     prior = cfg.segmentation.duration_prior.get(work.game, 5.0)
     profiles = skill_profiles(work, prior)
-    segments = {t.episode_id: segment_trajectory(t, boundaries[t.episode_id], work, prior, cfg.segmentation.new_skill_penalty,
-                                                 cfg.contracts.literal_window, cfg.segmentation.max_len, profiles) for t in train}
+    segments = {t.episode_id: segment_trajectory(t, boundaries[t.episode_id], work, prior,
+                                                 cfg.segmentation.new_skill_penalty,
+                                                 cfg.contracts.literal_window, cfg.segmentation.max_len,
+                                                 profiles)
+                for t in train}
     flat = [s for segs in segments.values() for s in segs]
     work.literal_counts, work.segments_seen, trivial = update_base_rates(
-        work.literal_counts, work.segments_seen, [s.effects for s in flat], cfg.contracts.trivial_literal_rate)
+        work.literal_counts, work.segments_seen, [s.effects for s in flat],
+        cfg.contracts.trivial_literal_rate)
     heldout_before = evaluate_bank(work, heldout, boundaries, cfg, shuffle_seed=None)
 
     samples: list[Sample] = []
     if model is not None:
-        samples += segment_round(model, work, train, segments, heldout_before, cfg, iteration, tokens["segment"],
-                                 counts)
+        samples += segment_round(model, work, train, segments, heldout_before, cfg, iteration,
+                                 tokens["segment"], counts)
     record_usage(work, flat, cfg, iteration, counts)
 
     proposals = propose_operations(work, cfg, iteration, trivial)
@@ -155,7 +164,8 @@ def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCal
                                                    quality, counts)
     samples += curator_samples
     for evicted in enforce_size(work, cfg.maintenance.max_skills):
-        records.append({"op": "evict", "targets": [evicted], "new": [], "evidence": {"max_skills": cfg.maintenance.max_skills},
+        records.append({"op": "evict", "targets": [evicted], "new": [],
+                        "evidence": {"max_skills": cfg.maintenance.max_skills},
                         "verdict": "size bound", "applied": True})
         counts["evicted"] += 1
 
@@ -166,7 +176,8 @@ def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCal
         held_effects: dict[str, list[frozenset[str]]] = {}
         for seg in interim.segments:
             held_effects.setdefault(seg.label, []).append(seg.effects)
-        samples += contract_round(model, work, changed, held_effects, cfg, iteration, tokens["contract"], counts)
+        samples += contract_round(model, work, changed, held_effects, cfg, iteration, tokens["contract"],
+                                  counts)
 
     final = evaluate_bank(work, heldout, boundaries, cfg, shuffle_seed=iteration)
     work.version, work.iteration = bank.version + 1, iteration
@@ -192,5 +203,6 @@ def segment_with_bank(bank: Bank, trajectory: Trajectory, cfg: SkillBankConfig) 
     """The deterministic segmentation of one trajectory under a bank (for labelling teacher data)."""
     counts: Counter[str] = Counter()
     check_trajectories(bank, [trajectory], counts)
-    found = propose_boundaries(trajectory.steps, cfg.boundaries.radius, cfg.boundaries.threshold, set(bank.skills))
+    found = propose_boundaries(trajectory.steps, cfg.boundaries.radius, cfg.boundaries.threshold,
+                               set(bank.skills))
     return segment_all([trajectory], {trajectory.episode_id: found.positions}, bank, cfg)

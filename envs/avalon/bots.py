@@ -170,12 +170,14 @@ class ExpertBot:
             teams = [t for t in self._teams(size, seat) if len(evil.intersection(t)) == 1]
             best = max(public.p_clean(t) for t in teams)
             team = self._pick([t for t in teams if public.p_clean(t) >= best - 1e-9])
-            return BotAction(f"propose {_team_text(team)}", "POSITION", "bring myself with trusted good seats")
+            return BotAction(f"propose {_team_text(team)}", "POSITION",
+                             "bring myself with trusted good seats")
         if evil is not None:  # Merlin: clean teams, the publicly most plausible one
             teams = [t for t in self._teams(size, seat) if not evil.intersection(t)]
             best = max(public.p_clean(t) for t in teams)
             team = self._pick([t for t in teams if public.p_clean(t) >= best - 1e-9])
-            return BotAction(f"propose {_team_text(team)}", "POSITION", "a team I can defend with public evidence")
+            return BotAction(f"propose {_team_text(team)}", "POSITION",
+                             "a team I can defend with public evidence")
         belief = Belief(view)
         teams = self._teams(size, seat)
         best = max(belief.p_clean(t) for t in teams)

@@ -57,7 +57,8 @@ def _check_role_names(role_names: dict[str, str] | None) -> dict[str, str]:
             raise ValueError(f"role_names key {role!r}; expected one of {ROLE_IDS}")
         if (not isinstance(label, str) or not label or len(label) > _MAX_LABEL_CHARS
                 or any(not (32 <= ord(ch) < 127) for ch in label)):
-            raise ValueError(f"role_names[{role!r}] = {label!r}; expected 1..{_MAX_LABEL_CHARS} printable ASCII chars")
+            raise ValueError(f"role_names[{role!r}] = {label!r}; "
+                             f"expected 1..{_MAX_LABEL_CHARS} printable ASCII chars")
         names[role] = label
     return names
 
@@ -123,7 +124,8 @@ class AvalonEnv(AECEnv):
             for key in ("discussion_rounds", "auto_approve_fifth", "max_message_chars"):
                 if getattr(game, key) != getattr(self, key):
                     raise ValueError(f"Avalon state key {key!r} = {getattr(game, key)!r}, but this env was "
-                                     f"made with {key}={getattr(self, key)!r}; make the env with the same options")
+                                     f"made with {key}={getattr(self, key)!r}; make the env with the same "
+                                     f"options")
             self._game = game
         else:
             self._game = new_game(self._rng, self.discussion_rounds, self.auto_approve_fifth,

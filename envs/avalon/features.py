@@ -62,7 +62,8 @@ class HistoryTally:
         return self
 
 
-def features_from_view(view: dict[str, Any], tally: HistoryTally | None = None) -> dict[str, int | float | bool]:
+def features_from_view(view: dict[str, Any],
+                       tally: HistoryTally | None = None) -> dict[str, int | float | bool]:
     """The named features above, from `view` alone (`tally`: the same view history already counted)."""
     seat = view["seat"]
     known = set(view["known_evil"])

@@ -10,8 +10,8 @@ majority, 3 of 5, approves; a tie rejects, though with 5 voters and no abstentio
 (team members in seat order, secret; only the number of fails is revealed; one fail fails the quest). The
 leader passes to the next seat after every proposal, approved or not. Five rejected proposals for one quest
 win for evil; with `auto_approve_fifth` the fifth proposal skips the vote and goes on the quest. Three
-successful quests lead to `assassinate` (the Assassin names another seat; naming Merlin wins for evil, anything
-else wins for good); three failed quests win for evil.
+successful quests lead to `assassinate` (the Assassin names another seat; naming Merlin wins for evil,
+anything else wins for good); three failed quests win for evil.
 
 Action grammar (case-insensitive, surrounding whitespace ignored) and the fallback for anything else:
 - `propose 0,2` (seat numbers, `player_0` also accepted, any order, exactly the quest's team size, distinct)
@@ -164,7 +164,8 @@ def legal_actions(state: AvalonState) -> list[str]:
     if seat is None:
         return []
     if state.phase == "propose":
-        return [f"propose {format_team(list(c))}" for c in itertools.combinations(range(NUM_SEATS), team_size(state))]
+        return [f"propose {format_team(list(c))}"
+                for c in itertools.combinations(range(NUM_SEATS), team_size(state))]
     if state.phase == "discuss":
         return [SAY_TEMPLATE]
     if state.phase == "vote":

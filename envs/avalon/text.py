@@ -133,15 +133,16 @@ def _prompt(view: dict[str, Any]) -> str:
         return f"The game is over: {view['winner']} wins, {mine}."
     if not view["my_turn"]:
         doing = {"propose": "propose a team", "discuss": "post a message", "vote": "vote",
-                 "quest": "play a quest card", "assassinate": "name its assassination target (evil side)"}[phase]
+                 "quest": "play a quest card",
+                 "assassinate": "name its assassination target (evil side)"}[phase]
         return f"Waiting for {seat_name(acting)} to {doing}."
     if phase == "propose":
-        return (f"You are the leader: propose a team of {view['team_size']} seats for quest {view['quest'] + 1}, "
-                f"e.g. `propose {format_team(list(range(view['team_size'])))}`.")
+        return (f"You are the leader: propose a team of {view['team_size']} seats for quest "
+                f"{view['quest'] + 1}, e.g. `propose {format_team(list(range(view['team_size'])))}`.")
     if phase == "discuss":
-        return (f"Discussion round {view['discussion_round'] + 1} of {view['discussion_rounds']} on team {team}: "
-                f"post one message with `say <text>` (at most {view['max_message_chars']} characters, "
-                "printable ASCII).")
+        return (f"Discussion round {view['discussion_round'] + 1} of {view['discussion_rounds']} on team "
+                f"{team}: post one message with `say <text>` (at most {view['max_message_chars']} "
+                "characters, printable ASCII).")
     if phase == "vote":
         return f"Vote on team {team}: `approve` or `reject` (votes are revealed together)."
     if phase == "quest":
@@ -149,8 +150,8 @@ def _prompt(view: dict[str, Any]) -> str:
             return f"You are on the quest with team {team}: play `success` (good seats can only succeed)."
         return (f"You are on the quest with team {team}: play `success` or `fail` (one fail fails the quest; "
                 "only the number of fails is revealed).")
-    return (f"Three quests succeeded. Name the seat you believe is {view['merlin_label']}: `assassinate <seat>`; "
-            "naming it wins for evil.")
+    return (f"Three quests succeeded. Name the seat you believe is {view['merlin_label']}: "
+            "`assassinate <seat>`; naming it wins for evil.")
 
 
 def history_lines(events: list[dict[str, Any]]) -> list[str]:
@@ -171,10 +172,13 @@ def render(view: dict[str, Any], legal_actions: list[str], history: list[str] | 
         else:
             board.append(f"Q{q + 1}({size}) -")
     role_id = view["role_id"]
-    goal = ROLE_GOALS[role_id].format(merlin=view["merlin_label"]) if role_id == "assassin" else ROLE_GOALS[role_id]
-    fifth = "approved automatically" if view["auto_approve_fifth"] else "voted on; its rejection wins for evil"
+    goal = (ROLE_GOALS[role_id].format(merlin=view["merlin_label"]) if role_id == "assassin"
+            else ROLE_GOALS[role_id])
+    fifth = ("approved automatically" if view["auto_approve_fifth"]
+             else "voted on; its rejection wins for evil")
     lines = [
-        f"Avalon, {view['num_seats']} seats player_0..player_{view['num_seats'] - 1}. You are {view['agent']}.",
+        f"Avalon, {view['num_seats']} seats player_0..player_{view['num_seats'] - 1}. "
+        f"You are {view['agent']}.",
         f"Your role: {view['role']} ({view['side']} side). {goal}",
         _knowledge_line(view),
         f"Quests: {' | '.join(board)}. Successes {results.count('success')}, fails {results.count('fail')} "
@@ -182,7 +186,8 @@ def render(view: dict[str, Any], legal_actions: list[str], history: list[str] | 
         f"Now: quest {min(view['quest'], 4) + 1}, proposal {view['proposal'] + 1} of {MAX_PROPOSALS}, "
         f"leader {seat_name(view['leader'])}, phase {view['phase']}."
         + (f" Proposed team: {format_team(view['team'])}." if view["team"] else ""),
-        f"Options: {view['discussion_rounds']} discussion round(s) per proposal; the fifth proposal is {fifth}.",
+        f"Options: {view['discussion_rounds']} discussion round(s) per proposal; "
+        f"the fifth proposal is {fifth}.",
         "History:",
     ]
     lines.extend((history if history is not None else history_lines(view["history"])) or ["  (nothing yet)"])

@@ -49,7 +49,8 @@ class ExpertBot:
             if value > best_value:
                 best, best_value, best_mean, best_certain = action, value, mean, certain
         if best_mean > best_certain + 0.5:
-            return BotAction(best, "CLEAR", f"clears {best_certain} now and about {best_mean:.0f} with cascades")
+            return BotAction(best, "CLEAR",
+                             f"clears {best_certain} now and about {best_mean:.0f} with cascades")
         return BotAction(best, "CLEAR", f"clears {best_certain} candies, the best sure clear on the board")
 
     def _play_out(self, board: str, clear: int, colours: str) -> int:

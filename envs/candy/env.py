@@ -195,10 +195,11 @@ class CandyCrushEnv(gym.Env[str, str]):
             raise ValueError(f"Candy Crush reset: options['state'] is not a Candy Crush state ({err}); "
                              "expected the keys of info['state']") from err
         if not (3 <= len(colours) <= len(COLOUR_LETTERS) and colours == COLOUR_LETTERS[:len(colours)]):
-            raise ValueError(f"Candy Crush reset: colours {colours!r}; expected a prefix of {COLOUR_LETTERS!r}")
+            raise ValueError(f"Candy Crush reset: colours {colours!r}; "
+                             f"expected a prefix of {COLOUR_LETTERS!r}")
         if len(board) != CELLS or any(ch not in colours for ch in board):
-            raise ValueError(f"Candy Crush reset: board must be {ROWS} rows of {COLS} letters from {colours!r}, "
-                             f"got {state['board']!r}")
+            raise ValueError(f"Candy Crush reset: board must be {ROWS} rows of {COLS} letters from "
+                             f"{colours!r}, got {state['board']!r}")
         if not is_settled(board, colours):
             raise ValueError("Candy Crush reset: the board has a line or no move; a position between moves "
                              f"has neither: {state['board']!r}")

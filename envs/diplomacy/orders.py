@@ -6,9 +6,10 @@ An order action holds one order per line in standard notation (``A PAR - BUR``, 
 
 - case, extra whitespace, list numbering (``1.``, ``2)``, ``-``, ``*``), surrounding quotes or backticks and a
   trailing ``.``/``,``/``;`` are ignored; lines may also be separated by ``;``;
-- words: ``HOLD(S)`` = ``H``, ``SUPPORT(S)`` = ``S``, ``CONVOY(S)`` = ``C``, ``MOVE(S)``/``TO``/``->`` = ``-``,
-  ``RETREAT(S)`` = ``R``, ``BUILD(S)`` = ``B``, ``DISBAND(S)`` = ``D``, ``ARMY`` = ``A``, ``FLEET`` = ``F``;
-  coasts as ``STP/SC`` or ``STP (SC)``; ``S A PAR H`` (support to hold) = ``S A PAR``;
+- words: ``HOLD(S)`` = ``H``, ``SUPPORT(S)`` = ``S``, ``CONVOY(S)`` = ``C``,
+  ``MOVE(S)``/``TO``/``->`` = ``-``, ``RETREAT(S)`` = ``R``, ``BUILD(S)`` = ``B``, ``DISBAND(S)`` = ``D``,
+  ``ARMY`` = ``A``, ``FLEET`` = ``F``; coasts as ``STP/SC`` or ``STP (SC)``;
+  ``S A PAR H`` (support to hold) = ``S A PAR``;
 - unit types may be left out when the location decides them (``PAR - BUR``), except in builds;
 - a move that is legal only by convoy may be written without ``VIA``; a retreat may be written as a move
   (``A MUN - BOH``); the verb may come first (``BUILD F BRE``, ``DISBAND A MUN``, ``RETREAT A MUN TO BOH``,

@@ -138,7 +138,8 @@ class Game2048Env(gym.Env[str, str]):
         try:
             board = board_from_values(state["board"])
             score, moves = int(state["score"]), int(state["moves"])
-            max_moves, key, counter = int(state["max_moves"]), int(state["rng_key"]), int(state["rng_counter"])
+            max_moves, key, counter = (int(state["max_moves"]), int(state["rng_key"]),
+                                       int(state["rng_counter"]))
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"2048 reset: options['state'] is not a 2048 state ({err}); expected the keys "
                              "board, score, moves, max_moves, rng_key, rng_counter of info['state']") from err

@@ -55,7 +55,8 @@ STATE_VERSION: int = 1
 
 RULES: str = (
     "Super Mario Bros. (NES), one stage (world 1-1 unless configured). Run right and reach the flagpole.\n"
-    "Actions: noop, right, right+A, right+B, right+A+B, A, left; each holds its buttons for 8 frames by default\n"
+    "Actions: noop, right, right+A, right+B, right+A+B, A, left; each holds its buttons for 8 frames "
+    "by default\n"
     "(A jumps: holding it across actions jumps higher; to jump again release A first. B runs faster).\n"
     "Stomp enemies from above; touching them from the side, or falling into a pit, loses the life and\n"
     "ends the episode. Bricks (B) and ?-blocks (?) are hit from below; pipes (P), ground (#) and hard\n"
@@ -132,7 +133,8 @@ class MarioEnv(gymnasium.Env):
         self.action_space = text_space(32)
         self._game = SuperMarioBrosEnv(target=(world, stage))
         start = _stage_start_snapshot(self._game._rom_path, world, stage)
-        self._game._backup_data = np.frombuffer(start, dtype=np.uint8).copy()  # what the package's reset loads
+        # what the package's reset loads
+        self._game._backup_data = np.frombuffer(start, dtype=np.uint8).copy()
         self._steps = 0
         self._furthest_x = 0
         self._last_x = 0

@@ -38,7 +38,8 @@ def _describe_objects(view: dict) -> str:
         where = f"{abs(tiles_ahead):.1f} tiles {'ahead' if tiles_ahead >= 0 else 'behind'}"
         if mario_row is not None:
             rise = mario_row - obj["row"]
-            where += ", same height" if rise == 0 else f", {abs(rise)} rows {'higher' if rise > 0 else 'lower'}"
+            where += (", same height" if rise == 0
+                      else f", {abs(rise)} rows {'higher' if rise > 0 else 'lower'}")
         parts.append(f"{obj['kind']} at x={obj['x']} ({where})")
     return "Objects on screen: " + "; ".join(parts)
 
@@ -47,23 +48,27 @@ def render(view: dict, legal_actions: list[str], frames_per_action: int) -> str:
     """The whole observation: everything on the screen a player sees, never a summary."""
     mario = view["mario"]
     lines = [
-        f"Super Mario Bros. world {view['world']}-{view['stage']} | action {view['steps']}/{view['max_actions']}"
+        f"Super Mario Bros. world {view['world']}-{view['stage']}"
+        f" | action {view['steps']}/{view['max_actions']}"
         f" | x={view['x']} y={view['y']} furthest x={view['furthest_x']}",
         f"coins {view['coins']} | time {view['time']} | lives {view['lives']} | {mario['size']} Mario"
-        f" | {'on the ground' if mario['on_ground'] else 'in the air'} | speed x={mario['vx']} y={mario['vy']}"
+        f" | {'on the ground' if mario['on_ground'] else 'in the air'}"
+        f" | speed x={mario['vx']} y={mario['vy']}"
         f" | last action {view['last_action']}",
         f"Screen: {ROWS} rows x {COLUMNS} columns of 16-px tiles, level columns {view['first_column']}"
         f"..{view['first_column'] + COLUMNS - 1} (left edge x={view['screen_x']}); row 12 is the bottom,"
         " a column with no ground at the bottom is a pit.",
     ]
     if not mario["visible"]:
-        lines.append("Mario is above the top of the screen." if view["y"] > 255 else "Mario fell off the screen.")
+        lines.append("Mario is above the top of the screen." if view["y"] > 255
+                     else "Mario fell off the screen.")
     for index, row in enumerate(grid_rows(view)):
         lines.append(f"{_GRID_PREFIX}{index:02d} {row}")
     lines.append(_describe_objects(view))
     lines.append(_LEGEND_LINE)
     lines.append(
-        f"Choose one action (held for {frames_per_action} frames; A jumps, B runs): " + ", ".join(legal_actions)
+        f"Choose one action (held for {frames_per_action} frames; A jumps, B runs): "
+        + ", ".join(legal_actions)
     )
     return "\n".join(lines)
 

@@ -56,7 +56,8 @@ _WRAPPING = " \t\r\n`'\"."
 
 #: ACTION_TEXT[piece][rotation][col]: the canonical action string.
 ACTION_TEXT: dict[str, list[list[str]]] = {
-    piece: [[f"place {piece} rot {r} col {c}" for c in range(WIDTH)] for r in range(4)] for piece in PIECE_NAMES
+    piece: [[f"place {piece} rot {r} col {c}" for c in range(WIDTH)] for r in range(4)]
+    for piece in PIECE_NAMES
 }
 
 

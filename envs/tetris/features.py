@@ -22,7 +22,8 @@ Game counters and the current piece:
 - ``max_clear_now``: most lines any legal placement of the current piece clears now; ``can_clear``: > 0.
 - ``tetris_ready``: a column is a well at least 4 deep and an I piece is current or in the preview.
 - ``current_is_i``: the current piece is I; ``i_in_preview``: an I is among the next 4.
-- ``danger``: ``max_height >= 14`` (6 rows or fewer from the top). ``game_over``: the last piece could not enter.
+- ``danger``: ``max_height >= 14`` (6 rows or fewer from the top). ``game_over``: the last piece could not
+  enter.
 
 Never imports `coplay`, gymnasium or numpy.
 """

@@ -72,7 +72,8 @@ def legal_placements(heights: list[int], piece: str) -> list[tuple[int, int]]:
     for index in DISTINCT_ROTATIONS[piece]:
         rot = ROTATIONS[piece][index]
         limit = HEIGHT - rot.height
-        placements.extend((index, col) for col, base in enumerate(landing_rows(heights, rot)) if base <= limit)
+        placements.extend((index, col) for col, base in enumerate(landing_rows(heights, rot))
+                          if base <= limit)
     return placements
 
 

@@ -80,7 +80,8 @@ def render_observation(view: dict[str, Any], legal: list[tuple[int, int]], trunc
     for index, col in legal:
         by_rotation.setdefault(index, []).append(col)
     lines.append(
-        "Legal: " + "; ".join(f"rot {index} col {format_columns(cols)}" for index, cols in by_rotation.items())
+        "Legal: " + "; ".join(f"rot {index} col {format_columns(cols)}"
+                              for index, cols in by_rotation.items())
     )
     lines.append(
         f"Your move: place {current} rot <r> col <c> (the piece falls straight down until it rests)."

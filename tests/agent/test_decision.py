@@ -68,12 +68,13 @@ LEGAL = ["up", "down", "left", "right"]
 
 def make_agent(engine: Engine, skills: BankSkills | None, seat: ModelSeat = SEAT) -> DecisionAgent:
     return DecisionAgent(game="2048", rules=RULES, engine=engine, seat=seat, skills=skills,
-                         act_group="2048/player/seed7", retrieve_group="2048/player", seed_parts=(1, 2, "ep", "p0"),
-                         sample_prefix="ep/player_0")
+                         act_group="2048/player/seed7", retrieve_group="2048/player",
+                         seed_parts=(1, 2, "ep", "p0"), sample_prefix="ep/player_0")
 
 
 def info(max_tile: int = 8, empty_cells: int = 10) -> dict:
-    return {"features": {"max_tile": max_tile, "empty_cells": empty_cells}, "legal_actions": LEGAL, "score": 0}
+    return {"features": {"max_tile": max_tile, "empty_cells": empty_cells}, "legal_actions": LEGAL,
+            "score": 0}
 
 
 def run_steps(agent: DecisionAgent, infos: list[dict]) -> list[tuple]:
@@ -82,7 +83,8 @@ def run_steps(agent: DecisionAgent, infos: list[dict]) -> list[tuple]:
     async def play():
         out = []
         for t, inf in enumerate(infos):
-            step, samples = await agent.decide(t, f"board at step {t}\nmax tile {inf['features']['max_tile']}", inf)
+            step, samples = await agent.decide(t, f"board at step {t}\n"
+                                                  f"max tile {inf['features']['max_tile']}", inf)
             step.reward = 1.0
             agent.observe_outcome(step)
             out.append((step, samples))
@@ -103,25 +105,27 @@ def test_samples_carry_the_exact_tokens_logprobs_versions_and_groups(tokenizer):
     assert (retrieve.adapter, retrieve.adapter_version, retrieve.group_id) == ("retrieve", 2, "2048/player")
     assert (act.adapter, act.adapter_version, act.group_id) == ("act", 3, "2048/player/seed7")
     # exactly what the engine was asked and answered
-    assert [retrieve.prompt_ids, act.prompt_ids] == [engine.requests[0].prompt_ids, engine.requests[1].prompt_ids]
+    assert [retrieve.prompt_ids, act.prompt_ids] == [engine.requests[0].prompt_ids,
+                                                     engine.requests[1].prompt_ids]
     expected_ids = tokenizer(ACT_KEEP, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     assert act.completion_ids == expected_ids
     assert act.logprobs == [scripted_logprob(t, i) for i, t in enumerate(expected_ids)]
     assert act.temperature == 1.0 and act.finish_reason == "stop" and act.completion_text == ACT_KEEP
     # the prompt is the one prompt builder's, with the active skill's protocol in it
-    _, ids = build_act_prompt(tokenizer, SEAT.prompt_budget, "2048", RULES, "board at step 0\nmax tile 8", LEGAL,
-                              agent.skills.protocol_text("s1"), [])
+    _, ids = build_act_prompt(tokenizer, SEAT.prompt_budget, "2048", RULES, "board at step 0\nmax tile 8",
+                              LEGAL, agent.skills.protocol_text("s1"), [])
     assert act.prompt_ids == ids
     assert "[s1] merge corner" in tokenizer.decode(act.prompt_ids)
     # seeds derive from (run seed, iteration, episode, seat, step, call), so a replay samples the same
     assert engine.requests[1].seed == derive_seed(1, 2, "ep", "p0", 0, "act") != engine.requests[0].seed
     assert step0.sample_ids == ["ep/player_0/t0/retrieve", "ep/player_0/t0/act"]
     assert [s.sample_id for s in samples1] == ["ep/player_0/t1/act"]
-    assert (step0.action, step0.intention, step0.skill_id, step0.parse_error) == ("left", "MERGE build the corner",
-                                                                                   "s1", "")
+    assert (step0.action, step0.intention, step0.skill_id, step0.parse_error) == (
+        "left", "MERGE build the corner", "s1", "")
     # the second prompt shows the first step in its history
-    _, ids1 = build_act_prompt(tokenizer, SEAT.prompt_budget, "2048", RULES, "board at step 1\nmax tile 8", LEGAL,
-                               agent.skills.protocol_text("s1"), [HistoryEntry(0, "MERGE build the corner", "left", 1.0)])
+    _, ids1 = build_act_prompt(tokenizer, SEAT.prompt_budget, "2048", RULES, "board at step 1\nmax tile 8",
+                               LEGAL, agent.skills.protocol_text("s1"),
+                               [HistoryEntry(0, "MERGE build the corner", "left", 1.0)])
     assert samples1[0].prompt_ids == ids1
 
 
@@ -159,7 +163,8 @@ def test_retrieve_none_leaves_no_skill_so_retrieval_is_due_again(tokenizer):
 def test_retrieval_every_k_steps_while_a_skill_stays_active(tokenizer):
     engine = ScriptedEngine(tokenizer, answers([ACT_KEEP], ["SKILL: s1"]))
     seat = ModelSeat(**{**SEAT.__dict__, "retrieve_every": 2})
-    agent = make_agent(engine, bank(skill("s1", "merge corner", "empty_cells >= 2", "max_tile >= 4096")), seat)
+    agent = make_agent(engine, bank(skill("s1", "merge corner", "empty_cells >= 2", "max_tile >= 4096")),
+                       seat)
     results = run_steps(agent, [info()] * 5)
     assert [step.t for step, samples in results if len(samples) == 2] == [0, 2, 4]
 
@@ -188,7 +193,8 @@ def test_a_skill_running_past_twice_its_mean_duration_aborts(tokenizer):
 
 
 def test_unparseable_and_illegal_answers_take_the_fallback_and_are_recorded(tokenizer):
-    engine = ScriptedEngine(tokenizer, answers(["I think left is good", "INTENTION: MERGE x\nACTION: diagonal",
+    engine = ScriptedEngine(tokenizer, answers(["I think left is good",
+                                                "INTENTION: MERGE x\nACTION: diagonal",
                                                 "intention: merge corner\n**Action:** `Left`"]))
     results = run_steps(make_agent(engine, None), [info()] * 3)
     errors = [step.parse_error for step, _ in results]
@@ -205,7 +211,7 @@ def test_a_prompt_that_cannot_fit_is_counted_and_makes_no_call(tokenizer):
     assert samples == [] and engine.requests == [] and "budget is 50" in step.parse_error
 
 
-# ---- the real tiny model through the `hf` engine -------------------------------------------------------------
+# ---- the real tiny model through the `hf` engine -----------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def hf_engine(tiny_model_config, tmp_path_factory):
@@ -215,7 +221,8 @@ def hf_engine(tiny_model_config, tmp_path_factory):
     from coplay.engines.factory import make_engine
     from coplay.models.lora import random_adapter_folder
 
-    bundle = AdapterBundle.read(random_adapter_folder(tiny_model_config, tmp_path_factory.mktemp("act-v1"), seed=5))
+    bundle = AdapterBundle.read(random_adapter_folder(tiny_model_config, tmp_path_factory.mktemp("act-v1"),
+                                                      seed=5))
     engine = make_engine(tiny_model_config, EngineConfig(backend="hf", max_lora_rank=8, max_model_len=2048,
                                                          max_num_seqs=8, dtype="float32"))
     engine.load_adapter("act", 1, bundle.files, bundle.sha256)
@@ -236,12 +243,14 @@ def test_real_model_samples_are_what_the_engine_scores(hf_engine):
         # the behaviour log-probs at temperature 1 are the model's own: the engine scores them alike
         scored = hf_engine.score(sample.prompt_ids, sample.completion_ids, "act@v1")
         assert max(abs(a - b) for a, b in zip(scored, sample.logprobs, strict=True)) < 1e-4
-        assert sample.completion_text == hf_engine.tokenizer.decode(sample.completion_ids, skip_special_tokens=True)
+        assert sample.completion_text == hf_engine.tokenizer.decode(sample.completion_ids,
+                                                                    skip_special_tokens=True)
         # same (run seed, iteration, episode, seat, step): the same tokens
         assert samples_again[0].completion_ids == sample.completion_ids and step_again.action == step.action
         assert step.parse_error  # the untrained tiny model answers garbage: recorded, game fallback
     base = hf_engine.score(first[0][1][0].prompt_ids, first[0][1][0].completion_ids, None)
-    assert max(abs(a - b) for a, b in zip(base, first[0][1][0].logprobs, strict=True)) > 1e-3  # the adapter acted
+    # the adapter acted
+    assert max(abs(a - b) for a, b in zip(base, first[0][1][0].logprobs, strict=True)) > 1e-3
 
 
 def test_real_model_retrieval_prompt_matches_the_builder(hf_engine):
@@ -252,9 +261,11 @@ def test_real_model_retrieval_prompt_matches_the_builder(hf_engine):
                                     "act_sampling": SamplingParams(temperature=0.0, max_tokens=8)}))
     (step, samples), = run_steps(agent, [info()])
     retrieve, act = samples
-    text = "\n\n".join(f"[{sid}]\n{body}" for sid, body in agent.skills.candidates(info()["features"],
-                                                                               "board at step 0\nmax tile 8", 3))
-    _, ids = build_retrieve_prompt(hf_engine.tokenizer, SEAT.prompt_budget, "2048", "board at step 0\nmax tile 8", text)
+    text = "\n\n".join(f"[{sid}]\n{body}"
+                       for sid, body in agent.skills.candidates(info()["features"],
+                                                                "board at step 0\nmax tile 8", 3))
+    _, ids = build_retrieve_prompt(hf_engine.tokenizer, SEAT.prompt_budget, "2048",
+                                   "board at step 0\nmax tile 8", text)
     assert retrieve.prompt_ids == ids and retrieve.adapter_version == 0 and act.adapter_version == 0
     assert retrieve.meta["parse_error"] and step.skill_id is None  # garbage answer: no skill, counted
     assert agent.counters["retrieve_parse_error"] == 1

@@ -57,7 +57,8 @@ class EndpointServer:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
     def endpoint(self, **kwargs: Any) -> OpenAIEndpoint:
-        return OpenAIEndpoint(base_url=self.base_url, model=MODEL, **{"timeout_s": 5.0, "max_retries": 0, **kwargs})
+        return OpenAIEndpoint(base_url=self.base_url, model=MODEL,
+                              **{"timeout_s": 5.0, "max_retries": 0, **kwargs})
 
     def __enter__(self) -> EndpointServer:
         self.thread.start()
@@ -91,7 +92,8 @@ class EndpointServer:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 with server.lock:
                     n = len(server.requests)
-                    server.requests.append({"path": self.path, "authorization": self.headers.get("Authorization"),
+                    server.requests.append({"path": self.path,
+                                            "authorization": self.headers.get("Authorization"),
                                             "body": body})
                 mode = server.behaviour(n)
                 if self.path != "/v1/chat/completions":
@@ -103,7 +105,8 @@ class EndpointServer:
                 if mode == "slow":
                     time.sleep(server.slow_s)
                 text = {"garbage": GARBAGE, "illegal": ILLEGAL}.get(mode) or legal_answer(body["messages"])
-                completion = {"id": f"cmpl-{n}", "object": "chat.completion", "created": 0, "model": body["model"],
+                completion = {"id": f"cmpl-{n}", "object": "chat.completion", "created": 0,
+                              "model": body["model"],
                               "choices": [{"index": 0, "finish_reason": "stop",
                                            "message": {"role": "assistant", "content": text}}],
                               "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}

@@ -20,16 +20,19 @@ from coplay.engines.base import SamplingParams
 from coplay.rollout.model_episodes import EpisodePlan, RunnerContext, SeatPlayer, play_episodes
 from coplay.types import Trajectory
 
-SEAT = ModelSeat(act="act@v1", retrieve="retrieve@v1", act_sampling=SamplingParams(temperature=0.5, max_tokens=40),
+SEAT = ModelSeat(act="act@v1", retrieve="retrieve@v1",
+                 act_sampling=SamplingParams(temperature=0.5, max_tokens=40),
                  retrieve_sampling=SamplingParams(), prompt_budget=4096, history_len=2)
 ENDPOINT_SEATS = ("player_1", "player_3")
 
 
-def play_avalon(endpoint: OpenAIEndpoint, seeds: tuple[int, ...] = (3,)) -> tuple[list[Trajectory], RunnerContext]:
+def play_avalon(endpoint: OpenAIEndpoint,
+                seeds: tuple[int, ...] = (3,)) -> tuple[list[Trajectory], RunnerContext]:
     """Avalon with ENDPOINT_SEATS on the endpoint and the other seats expert bots; no engine."""
     ctx = RunnerContext(engine=None, rules=coplay_envs.rules, skills_for=lambda g, r: None, run_seed=11)
     player = SeatPlayer("openai", SEAT, endpoint)
-    plans = [EpisodePlan("avalon", seed, f"ep-s{seed}", SeatPlayer("expert"), dict.fromkeys(ENDPOINT_SEATS, player))
+    plans = [EpisodePlan("avalon", seed, f"ep-s{seed}", SeatPlayer("expert"),
+                         dict.fromkeys(ENDPOINT_SEATS, player))
              for seed in seeds]
     trajectories = asyncio.run(play_episodes(ctx, plans, concurrency=len(plans)))
     return trajectories, ctx
@@ -51,7 +54,8 @@ def test_avalon_with_two_endpoint_seats_completes_with_the_endpoints_moves():
     # the endpoint answered the first legal action in the act format: parsed cleanly, legal, played as is
     assert all(s.intention == "EXPLORE take the first option" and not s.parse_error and s.invalid == 0
                for s in steps)
-    assert any(s.action.startswith("say ") for s in steps) and any(s.action.startswith("propose ") for s in steps)
+    assert (any(s.action.startswith("say ") for s in steps)
+            and any(s.action.startswith("propose ") for s in steps))
     assert ctx.counters.get("openai_endpoint_errors", 0) == ctx.counters.get("openai_parse_errors", 0) == 0
     assert all(not t.samples for t in trajectories)  # endpoint seats are opponents: nothing to train on
     assert ctx.openai_clients == {}  # clients closed when the episodes are done
@@ -62,20 +66,24 @@ def test_endpoint_sees_the_agents_exact_prompt_and_the_seat_sampling():
         trajectories, _ = play_avalon(server.endpoint())
     first = next(s for t in trajectories if t.seat == "player_1" for s in t.steps)
     bodies = [r["body"] for r in server.requests]
-    first_body = next(b for b in bodies if b["messages"][1]["content"].startswith(f"Observation:\n{first.observation}"))
-    legal = first_body["messages"][1]["content"].split("Legal actions:\n", 1)[1].split("\n\n", 1)[0].splitlines()
-    assert first_body["messages"] == act_messages("avalon", coplay_envs.rules("avalon"), first.observation, legal,
-                                                  None, [])
+    first_body = next(b for b in bodies
+                      if b["messages"][1]["content"].startswith(f"Observation:\n{first.observation}"))
+    legal = (first_body["messages"][1]["content"].split("Legal actions:\n", 1)[1].split("\n\n", 1)[0]
+             .splitlines())
+    assert first_body["messages"] == act_messages("avalon", coplay_envs.rules("avalon"), first.observation,
+                                                  legal, None, [])
     assert {(b["model"], b["temperature"], b["max_tokens"]) for b in bodies} == {(MODEL, 0.5, 40)}
     assert len({b["seed"] for b in bodies}) == len(bodies)  # per (run, episode, seat, step) seeds
-    later = [b["messages"][1]["content"] for b in bodies if "Recent steps (oldest first)" in b["messages"][1]["content"]]
+    later = [b["messages"][1]["content"] for b in bodies
+             if "Recent steps (oldest first)" in b["messages"][1]["content"]]
     assert later and all(c.count("\nt=") <= SEAT.history_len for c in later)  # bounded history
 
 
 @pytest.mark.parametrize("mode", ["error500", "refused"])
 def test_endpoint_failures_are_counted_fallbacks(mode):
     if mode == "refused":
-        trajectories, ctx = play_avalon(OpenAIEndpoint(closed_port_url(), MODEL, timeout_s=2.0, max_retries=0))
+        trajectories, ctx = play_avalon(OpenAIEndpoint(closed_port_url(), MODEL, timeout_s=2.0,
+                                                       max_retries=0))
     else:
         with EndpointServer(lambda n: mode) as server:
             trajectories, ctx = play_avalon(server.endpoint(max_retries=0))
@@ -125,18 +133,21 @@ def test_opponent_pool_draws_the_endpoint_with_its_weight():
     draws = [draw_opponent(cfg, rng, [1], current) for _ in range(400)]
     endpoint_draws = [d for d in draws if d.kind == "openai"]
     assert 150 < len(endpoint_draws) < 250 and {d.kind for d in draws} == {"openai", "model"}
-    assert endpoint_draws[0] == SeatPlayer("openai", current, OpenAIEndpoint("http://127.0.0.1:9/v1", "m", "MY_KEY", 7.0, 1))
+    assert endpoint_draws[0] == SeatPlayer("openai", current,
+                                           OpenAIEndpoint("http://127.0.0.1:9/v1", "m", "MY_KEY", 7.0, 1))
     no_weight = pool_config(current=0.5, frozen=0, expert=0, random=0, openai_base_url="http://127.0.0.1:9/v1",
                             openai_model="m")
     assert all(draw_opponent(no_weight, rng, [1], current).kind == "model" for _ in range(100))
 
 
 def test_iteration_plans_seat_the_endpoint_beside_the_policy():
-    cfg = load_config(overrides=["games=[avalon]", "rollout.opponents.current=0", "rollout.opponents.frozen=0",
-                                 "rollout.opponents.expert=0", "rollout.opponents.random=0",
-                                 "rollout.opponents.openai=1", "rollout.opponents.endpoint.base_url=http://h:1/v1",
+    cfg = load_config(overrides=["games=[avalon]", "rollout.opponents.current=0",
+                                 "rollout.opponents.frozen=0", "rollout.opponents.expert=0",
+                                 "rollout.opponents.random=0", "rollout.opponents.openai=1",
+                                 "rollout.opponents.endpoint.base_url=http://h:1/v1",
                                  "rollout.opponents.endpoint.model=m"])
     plans = iteration_plans(cfg, 1, {"act": 1, "retrieve": 1}, [], bank_version=0)
     assert plans and all(p.default.kind == "model" for p in plans)
-    assert all(set(p.players) == set(coplay_envs.seats("avalon")[1:]) and {s.kind for s in p.players.values()} == {"openai"}
+    assert all(set(p.players) == set(coplay_envs.seats("avalon")[1:])
+               and {s.kind for s in p.players.values()} == {"openai"}
                for p in plans)

@@ -37,7 +37,8 @@ def test_teacher_answers_the_same_prompts_in_the_act_format(avalon_examples):
     assert counts == {"prompts": len(avalon_examples), "kept": len(avalon_examples), "dropped_unparseable": 0,
                       "endpoint_errors": 0}
     assert [e.messages for e in examples] == [e.messages for e in avalon_examples]
-    assert sorted(str(r["body"]["messages"]) for r in server.requests) == sorted(str(e.messages) for e in examples)
+    assert (sorted(str(r["body"]["messages"]) for r in server.requests)
+            == sorted(str(e.messages) for e in examples))
     assert {(r["body"]["model"], r["body"]["temperature"]) for r in server.requests} == {(MODEL, 0.0)}
     for example in examples:
         legal = legal_actions_shown(example.messages)
@@ -52,8 +53,8 @@ def test_unusable_answers_are_dropped_and_counted(avalon_examples):
     modes = ["legal", "garbage", "illegal", "error500"]
     other = ChatExample("retrieve", [{"role": "user", "content": "pick"}], "SKILL: NONE")
     with EndpointServer(lambda n: modes[n % 4]) as server:
-        examples, counts = openai_act_examples("avalon", avalon_examples + [other], server.endpoint(max_retries=0),
-                                               GREEDY, concurrency=1)
+        examples, counts = openai_act_examples("avalon", avalon_examples + [other],
+                                               server.endpoint(max_retries=0), GREEDY, concurrency=1)
     n = len(avalon_examples)
     assert len(server.requests) == n  # one request per act prompt; the retrieve example is not asked
     assert n >= 8 and counts["prompts"] == n
@@ -75,7 +76,8 @@ def test_cold_start_teacher_uses_the_sft_endpoint(avalon_examples, monkeypatch):
     monkeypatch.setenv("COPLAY_TEACHER_KEY", "teacher-key")
     with EndpointServer() as server:
         cfg = load_config(overrides=["sft.teacher=openai", f"sft.endpoint.base_url={server.base_url}",
-                                     f"sft.endpoint.model={MODEL}", "sft.endpoint.api_key_env=COPLAY_TEACHER_KEY"])
+                                     f"sft.endpoint.model={MODEL}",
+                                     "sft.endpoint.api_key_env=COPLAY_TEACHER_KEY"])
         examples, counts = openai_teacher(cfg, "avalon", avalon_examples[:5])
     assert counts["kept"] == len(examples) == 5
     assert {r["authorization"] for r in server.requests} == {"Bearer teacher-key"}
@@ -90,4 +92,5 @@ def test_openai_teacher_without_an_endpoint_is_rejected_at_load():
     assert load_config(overrides=["sft.teacher=openai", "sft.enabled=false"]).sft.teacher == "openai"
     cfg = load_config(overrides=["sft.teacher=openai", "sft.endpoint.base_url=https://api.example.com/v1",
                                  "sft.endpoint.model=m", "sft.endpoint.api_key_env=K"])
-    assert OpenAIEndpoint.from_config(cfg.sft.endpoint) == OpenAIEndpoint("https://api.example.com/v1", "m", "K", 60.0, 2)
+    assert OpenAIEndpoint.from_config(cfg.sft.endpoint) == OpenAIEndpoint("https://api.example.com/v1", "m",
+                                                                          "K", 60.0, 2)

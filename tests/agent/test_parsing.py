@@ -14,7 +14,8 @@ AVALON = ["say <text>", "approve", "reject"]
 
 def test_canonical_completion():
     p = parse_act("INTENTION: MERGE build the corner\nSKILL: KEEP\nACTION: left", MOVES)
-    assert (p.tag, p.subgoal, p.skill_directive, p.action, p.error) == ("MERGE", "build the corner", "KEEP", "left", "")
+    assert (p.tag, p.subgoal, p.skill_directive, p.action, p.error) == ("MERGE", "build the corner", "KEEP",
+                                                                        "left", "")
 
 
 def test_tolerates_case_markdown_numbering_quotes_and_spaces():
@@ -56,7 +57,8 @@ def test_retrieve_answers():
     ids = ["s1", "corner-merge"]
     assert parse_retrieve("SKILL: corner-merge", ids).skill_id == "corner-merge"
     assert parse_retrieve("skill: NONE", ids) == parse_retrieve("SKILL: none.", ids)
-    assert parse_retrieve("SKILL: none", ids).skill_id is None and parse_retrieve("SKILL: none", ids).error == ""
+    assert (parse_retrieve("SKILL: none", ids).skill_id is None
+            and parse_retrieve("SKILL: none", ids).error == "")
     bad = parse_retrieve("SKILL: s9", ids)
     assert bad.skill_id is None and "not among" in bad.error
     assert parse_retrieve("whatever", ids).error == "no SKILL line"

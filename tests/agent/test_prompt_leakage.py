@@ -1,4 +1,5 @@
-"""No leakage in prompts (issues 4 and 5): the multi-seat canary test extended to every seat's prompt and record.
+"""No leakage in prompts (issues 4 and 5): the multi-seat canary test extended to every seat's prompt and
+record.
 
 Avalon is played with a unique canary string as each hidden role's label; Diplomacy with private negotiation
 messages that carry canaries naming sender and recipient. Every seat is a model seat served by the real tiny
@@ -42,14 +43,16 @@ def model_player(max_tokens: int = 8) -> SeatPlayer:
     from coplay.agent.decision import ModelSeat
 
     sampling = SamplingParams(temperature=1.0, max_tokens=max_tokens)
-    return SeatPlayer("model", ModelSeat(act=None, retrieve=None, act_sampling=sampling, retrieve_sampling=sampling,
-                                         prompt_budget=8192 - max_tokens, history_len=2))
+    return SeatPlayer("model", ModelSeat(act=None, retrieve=None, act_sampling=sampling,
+                                         retrieve_sampling=sampling, prompt_budget=8192 - max_tokens,
+                                         history_len=2))
 
 
 def play(engine, plans: list[EpisodePlan]) -> list[Trajectory]:
     import coplay_envs
 
-    ctx = RunnerContext(engine=engine, rules=coplay_envs.rules, skills_for=lambda game, role: None, run_seed=3)
+    ctx = RunnerContext(engine=engine, rules=coplay_envs.rules, skills_for=lambda game, role: None,
+                        run_seed=3)
     return asyncio.run(play_episodes(ctx, plans, concurrency=4))
 
 
@@ -79,10 +82,12 @@ def test_no_avalon_seat_sees_a_role_label_it_may_not_know(engine):
         for where, text in record_texts(traj, engine.tokenizer).items():
             for other, canary in AVALON_CANARIES.items():
                 if other not in allowed:
-                    assert canary not in text, f"{traj.episode_id} {traj.seat} ({role}) sees {canary} in {where}"
+                    assert canary not in text, (f"{traj.episode_id} {traj.seat} ({role}) sees {canary} "
+                                                f"in {where}")
             if role == "assassin" and where != "trajectory":  # the hunted role is named, never beside a seat
                 for line in text.splitlines():
-                    assert AVALON_CANARIES["merlin"] not in line or "player_" not in line.replace(traj.seat, ""), \
+                    assert (AVALON_CANARIES["merlin"] not in line
+                            or "player_" not in line.replace(traj.seat, "")), \
                         f"{traj.seat} ({role}) {where}: {line[:200]}"
         for sample in traj.samples:  # positive control: the check reads canaries where they are
             assert AVALON_CANARIES[role] in engine.tokenizer.decode(sample.prompt_ids)
@@ -113,14 +118,16 @@ def test_no_diplomacy_power_sees_a_private_message_it_was_not_part_of(engine):
 
     powers = list(coplay_envs.seats("diplomacy"))
     negotiating = NegotiatingEngine(engine, powers)
-    plans = [EpisodePlan("diplomacy", 0, "leak-diplomacy-0", model_player(max_tokens=96),  # room for the messages
+    plans = [EpisodePlan("diplomacy", 0, "leak-diplomacy-0",
+                         model_player(max_tokens=96),  # room for the messages
                          env_kwargs={"max_phases": 2, "negotiation_rounds": 1})]
     trajectories = play(negotiating, plans)
     assert sorted(t.seat for t in trajectories) == sorted(powers)
     assert len(negotiating.requests) == 14  # two negotiation rounds, 7 powers each
     for traj in trajectories:
         power = traj.seat
-        assert len(traj.steps) == 4 and len(traj.samples) == 4  # 2 negotiations + 2 movement phases, all model
+        # 2 negotiations + 2 movement phases, all model
+        assert len(traj.steps) == 4 and len(traj.samples) == 4
         for where, text in record_texts(traj, engine.tokenizer).items():
             for sender, recipient in DIPLOMACY_CANARY.findall(text):
                 assert power in (sender, recipient), f"{power} sees CANARY-{sender}-{recipient} in {where}"

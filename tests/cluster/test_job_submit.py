@@ -47,7 +47,8 @@ def _client_env(token: bool) -> dict[str, str]:
     return env
 
 
-def _run(args: list[str], env: dict[str, str], timeout: float, cwd: Path = REPO) -> subprocess.CompletedProcess:
+def _run(args: list[str], env: dict[str, str], timeout: float,
+         cwd: Path = REPO) -> subprocess.CompletedProcess:
     return subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
@@ -79,7 +80,8 @@ def _stop_process_tree(head: subprocess.Popen) -> None:
 def ray_head():
     """A single-node Ray head on loopback with token auth; yields (the head process, the job API address)."""
     gcs_port, dashboard_port, client_port, agent_port = _free_ports(4)
-    temp_dir = tempfile.mkdtemp(prefix="cpr-", dir="/tmp")  # short: Ray's unix socket paths must fit 107 bytes
+    # short: Ray's unix socket paths must fit 107 bytes
+    temp_dir = tempfile.mkdtemp(prefix="cpr-", dir="/tmp")
     env = _client_env(token=True)
     env[RAY_MULTI_NODE_ENV] = "0"  # a one-machine cluster: every Ray socket on 127.0.0.1
     log = open(Path(temp_dir) / "ray-start.log", "w")  # closed in the finally below
@@ -97,7 +99,8 @@ def ray_head():
             if probe.returncode == 0:
                 break
             if head.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"Ray head did not come up: {(Path(temp_dir) / 'ray-start.log').read_text()[-3000:]}")
+                pytest.fail(f"Ray head did not come up: "
+                            f"{(Path(temp_dir) / 'ray-start.log').read_text()[-3000:]}")
             time.sleep(2)
         yield head, address
     finally:

@@ -127,7 +127,8 @@ def test_rayjob_carries_the_fields_kuberay_requires_and_the_same_cluster_spec():
     job = _yaml(RAYJOB)
     assert job["apiVersion"] == "ray.io/v1" and job["kind"] == "RayJob" and job["metadata"]["name"]
     _check_cluster_spec(job["spec"]["rayClusterSpec"], "RayJob.spec.rayClusterSpec")
-    assert job["spec"]["rayClusterSpec"] == _yaml(RAYCLUSTER)["spec"], "rayjob.yaml drifted from raycluster.yaml"
+    assert job["spec"]["rayClusterSpec"] == _yaml(RAYCLUSTER)["spec"], \
+        "rayjob.yaml drifted from raycluster.yaml"
     assert job["spec"]["shutdownAfterJobFinishes"] is True
 
 
@@ -184,7 +185,8 @@ def _shell_scripts() -> list[Path]:
     for path in sorted(set(_repository_files())):
         if not path.is_file():
             continue
-        if path.suffix in {".sh", ".bash", ".sbatch"} or re.match(rb"#!\S*(/|env )(ba)?sh\b", path.read_bytes()[:40]):
+        if (path.suffix in {".sh", ".bash", ".sbatch"}
+                or re.match(rb"#!\S*(/|env )(ba)?sh\b", path.read_bytes()[:40])):
             scripts.append(path)
     return scripts
 

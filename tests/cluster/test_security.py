@@ -304,7 +304,8 @@ def test_every_model_loader_in_coplay_passes_trust_remote_code_from_the_config()
                 continue
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            owner = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else ""
+            owner = (func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                     else "")
             if not (name in loaders or (name == "from_pretrained" and owner.startswith("Auto"))):
                 continue
             calls += 1

@@ -33,7 +33,8 @@ def test_a_mixed_adapter_batch_equals_each_request_alone(hf_engine, prompts):
 
 
 def test_logprobs_are_those_of_the_tempered_and_truncated_distribution(hf_engine, prompts):
-    for sampling in (SamplingParams(temperature=0.7, max_tokens=8), SamplingParams(temperature=1.6, max_tokens=8),
+    for sampling in (SamplingParams(temperature=0.7, max_tokens=8),
+                     SamplingParams(temperature=1.6, max_tokens=8),
                      SamplingParams(temperature=1.0, top_p=0.5, max_tokens=8)):
         for completion, request in zip(hf_engine.generate(_mixed(prompts, sampling, seed=1)),
                                        _mixed(prompts, sampling, seed=1), strict=True):
@@ -91,7 +92,8 @@ def test_hot_swap_rejects_corrupt_versions_and_retires_drained_ones(hf_engine, b
     held = len(hf_engine.model.peft_config)
     assert hf_engine.load_adapter("segment", 1, files, sha) == sha
     assert len(hf_engine.model.peft_config) == held + 1
-    assert hf_engine.generate([GenerationRequest(prompts[0], "act@v1", GREEDY)])[0].token_ids == before.token_ids
+    assert (hf_engine.generate([GenerationRequest(prompts[0], "act@v1", GREEDY)])[0].token_ids
+            == before.token_ids)
     hf_engine.retire_adapter("segment@v1")
     assert "segment@v1" not in hf_engine.loaded_adapters()
     assert len(hf_engine.model.peft_config) == held  # its weights are gone from the model
@@ -102,7 +104,8 @@ def test_hot_swap_rejects_corrupt_versions_and_retires_drained_ones(hf_engine, b
 def test_a_version_retired_mid_flight_finishes_its_requests(hf_engine, bundles, prompts):
     files, sha = bundles["retrieve@v1"]
     hf_engine.load_adapter("contract", 1, files, sha)
-    requests = [GenerationRequest(p, "contract@v1", SamplingParams(temperature=0.0, max_tokens=16)) for p in prompts]
+    requests = [GenerationRequest(p, "contract@v1", SamplingParams(temperature=0.0, max_tokens=16))
+                for p in prompts]
 
     async def retire_while_running():
         tasks = [asyncio.ensure_future(hf_engine.agenerate(r)) for r in requests]

@@ -14,7 +14,8 @@ GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
 
 
 def _fixed_completion(tokenizer) -> list[int]:
-    ids = tokenizer("INTENTION: MERGE tiles in the corner\nACTION: left", add_special_tokens=False)["input_ids"]
+    ids = tokenizer("INTENTION: MERGE tiles in the corner\nACTION: left",
+                    add_special_tokens=False)["input_ids"]
     return ids + [tokenizer.eos_token_id]
 
 
@@ -96,7 +97,8 @@ def test_a_retired_version_drains_its_requests_then_leaves_vllm(vllm_engine, bun
 
 
 def test_base_rows_stay_the_base_model_when_every_lora_slot_is_full(vllm_engine, hf_engine, bundles, prompts):
-    """Regression: the CPU build applied the last slot's adapter to base-model rows once all slots were full."""
+    """Regression: the CPU build applied the last slot's adapter to base-model rows once all slots were
+    full."""
     for version, source in ((1, "act@v2"), (2, "retrieve@v1")):
         vllm_engine.load_adapter("propose", version, *bundles[source])
     adapters = [None, "act@v1", "retrieve@v1", "propose@v1", "propose@v2"]  # max_loras = 4 adapters at once

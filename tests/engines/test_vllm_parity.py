@@ -40,7 +40,8 @@ def test_greedy_tokens_and_logprobs_match_hf_in_one_mixed_batch(vllm_engine, hf_
                 ties += 1
         picked = table.gather(1, torch.tensor(v.token_ids).unsqueeze(1)).squeeze(1).tolist()
         assert v.logprobs == pytest.approx(picked, abs=LOGPROB_TOL)
-        common = next((t for t, (a, b) in enumerate(zip(v.token_ids, h.token_ids, strict=False)) if a != b), None)
+        common = next((t for t, (a, b) in enumerate(zip(v.token_ids, h.token_ids, strict=False)) if a != b),
+                      None)
         if common is None:
             assert v.token_ids == h.token_ids, f"{request.request_id}: lengths differ without a tie"
             assert v.logprobs == pytest.approx(h.logprobs, abs=LOGPROB_TOL)

@@ -41,7 +41,8 @@ def test_bots_play_whole_games_legally_with_tags_and_without_state(bot_class, op
             decision = bots[agent].act(obs, blind(info))
             assert decision.intention in INTENTION_TAGS and decision.reason and "\n" not in decision.reason
             head = decision.action.split(" ", 1)[0]
-            assert decision.action in info["legal_actions"] or (head == "say" and "say <text>" in info["legal_actions"])
+            assert (decision.action in info["legal_actions"]
+                    or (head == "say" and "say <text>" in info["legal_actions"]))
             env.step(decision.action)
             assert env.infos[agent]["invalid_action"] is False
 
@@ -105,7 +106,8 @@ def test_merlin_proposes_clean_teams_and_evil_votes_for_evil_teams():
 def test_assassin_names_the_seat_that_kept_avoiding_evil():
     env = scripted_env(leader=1)
     # Merlin (seat 0) rejects every team holding evil; the Servants approve them (2 of 5: rejected).
-    for team, votes, plays in [("1,3", "raarr", None), ("2,4", "raarr", None), ("1,2", "aaaaa", ["success"] * 2),
+    for team, votes, plays in [("1,3", "raarr", None), ("2,4", "raarr", None),
+                               ("1,2", "aaaaa", ["success"] * 2),
                                ("1,2,4", "raarr", None), ("0,1,2", "aaaaa", ["success"] * 3),
                                ("1,3", "raarr", None), ("1,2", "aaaaa", ["success"] * 2)]:
         env.step(f"propose {team}")

@@ -325,7 +325,8 @@ def test_registry_builds_the_env_bots_and_rules():
     bot = coplay_envs.make_bot("avalon", "expert", seed=3, agent=agent)
     obs, _, _, _, info = env.last()
     assert bot.act(obs, info).action in info["legal_actions"]
-    assert coplay_envs.make_bot("avalon", "random", seed=3, agent=agent).act(obs, info).action in info["legal_actions"]
+    assert (coplay_envs.make_bot("avalon", "random", seed=3, agent=agent).act(obs, info).action
+            in info["legal_actions"])
     assert coplay_envs.rules("avalon") == RULES
 
 

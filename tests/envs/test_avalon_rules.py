@@ -54,7 +54,8 @@ def test_two_of_five_rejects_three_passes_and_votes_revealed_by_seat():
     game = env.game
     assert game.phase == "propose" and game.proposal == 1 and game.leader == 2  # rotated after a rejection
     text = env.observe("player_4")
-    assert "player_0 approve, player_1 approve, player_2 reject, player_3 reject, player_4 reject -> rejected" in text
+    assert ("player_0 approve, player_1 approve, player_2 reject, player_3 reject, player_4 reject "
+            "-> rejected" in text)
     proposal_round(env, "1,2", "raaar")
     assert game.phase == "quest" and game.leader == 3 and game.pending == [1, 2]  # rotated after approval
 
@@ -194,7 +195,8 @@ def test_say_is_cleaned_bounded_and_falls_back_to_empty():
     env.step(b"say bytes")
     texts = [e["text"] for e in env.game.events if e["kind"] == "message"]
     assert texts == ["hllo world !", "x" * 20, "", "", "bytes"]
-    assert [env.infos[f"player_{s}"]["invalid_action"] for s in range(5)] == [False, False, True, False, False]
+    assert [env.infos[f"player_{s}"]["invalid_action"] for s in range(5)] == [False, False, True, False,
+                                                                                False]
     assert env.game.phase == "vote"
 
 

@@ -149,8 +149,8 @@ def test_non_matching_swap_costs_a_move_and_changes_nothing() -> None:
     _, reward, _, _, info = env.step("swap (0,0) (0,1)")
     assert (reward, info["invalid_action"], info["state"]["moves"]) == (0.0, False, 4)
     assert "".join(info["view"]["board"]) == CASCADE_BOARD
-    for bad in ("swap (0,0) (1,1)", "swap (0,0) (0,2)", "swap (7,7) (7,8)", "swap (0,0) (0,0)", "swap 0 0 0 1",
-                "", None, "🙂"):
+    for bad in ("swap (0,0) (1,1)", "swap (0,0) (0,2)", "swap (7,7) (7,8)", "swap (0,0) (0,0)",
+                "swap 0 0 0 1", "", None, "🙂"):
         _, reward, _, _, info = env.step(bad)
         assert reward == 0.0 and info["invalid_action"] and "".join(info["view"]["board"]) == CASCADE_BOARD
     assert info["state"]["moves"] == 12

@@ -24,7 +24,8 @@ def position(phase: str, units: dict[str, list[str]], centers: dict[str, list[st
     engine["influence"] = {p: list(centers.get(p, [])) for p in POWERS}
     engine["retreats"] = {p: {} for p in POWERS}
     state["agents"] = [p for p in POWERS if units.get(p) or centers.get(p)]
-    state["stage"], state["round"] = ("negotiation", 1) if negotiation_rounds and phase.endswith("M") else ("orders", 0)
+    state["stage"], state["round"] = (("negotiation", 1) if negotiation_rounds and phase.endswith("M")
+                                      else ("orders", 0))
     env.reset(options={"state": state})
     return env
 
@@ -89,14 +90,16 @@ def test_eliminated_power_is_terminated_and_leaves() -> None:
     assert terminated == {"AUSTRIA": True, "FRANCE": False, "RUSSIA": False}
     assert rewards["AUSTRIA"] == 0.0 and infos["AUSTRIA"]["invalid_action"] == 1  # the missing disband
     assert env.agents == ["FRANCE", "RUSSIA"]
-    assert infos["AUSTRIA"]["legal_orders"] == {} and "NOW: nothing; the game is over for you." in observations["AUSTRIA"]
+    assert (infos["AUSTRIA"]["legal_orders"] == {}
+            and "NOW: nothing; the game is over for you." in observations["AUSTRIA"])
 
 
 def test_eighteen_centres_win_outright_and_end_the_game() -> None:
     france = ["BRE", "MAR", "PAR", "SPA", "POR", "LON", "LVP", "EDI", "BER", "KIE", "MUN", "HOL", "DEN",
               "NWY", "SWE", "ROM", "NAP"]
     env = position("F1901M", {"FRANCE": ["A BUR"], "RUSSIA": ["A MOS"], "TURKEY": ["A CON"]},
-                   {"FRANCE": france, "RUSSIA": ["MOS", "SEV", "STP", "WAR"], "TURKEY": ["ANK", "CON", "SMY"]})
+                   {"FRANCE": france, "RUSSIA": ["MOS", "SEV", "STP", "WAR"],
+                    "TURKEY": ["ANK", "CON", "SMY"]})
     _, rewards, terminated, truncated, infos = env.step({"FRANCE": "A BUR - BEL"})
     assert terminated == dict.fromkeys(["FRANCE", "RUSSIA", "TURKEY"], True)
     assert not any(truncated.values()) and env.agents == []
@@ -133,7 +136,8 @@ def test_private_messages_reach_only_their_recipients() -> None:
         if infos[env.agents[0]]["view"]["stage"] == "negotiation":
             for i, power in enumerate(env.agents):
                 recipient = env.agents[(i + 1) % len(env.agents)]
-                actions[power] = f"to {recipient}: CANARY-{power}-{recipient} meet me\nto ALL: public from {power}"
+                actions[power] = (f"to {recipient}: CANARY-{power}-{recipient} meet me\n"
+                                  f"to ALL: public from {power}")
         observations, _, _, _, infos = env.step(actions)
         for power, info in infos.items():
             seen = json.dumps([observations[power], info["view"], info["features"], info["legal_actions"],
@@ -148,12 +152,14 @@ def test_private_messages_reach_only_their_recipients() -> None:
 def test_observation_text_parses_back_into_the_board() -> None:
     env = DiplomacyEnv(negotiation_rounds=0)
     observations, infos = env.reset()
-    observations, _, _, _, infos = env.step({"FRANCE": "A PAR - BUR\nF BRE - MAO", "RUSSIA": "F STP/SC - BOT"})
+    observations, _, _, _, infos = env.step({"FRANCE": "A PAR - BUR\nF BRE - MAO",
+                                             "RUSSIA": "F STP/SC - BOT"})
     text, view = observations["ITALY"], infos["ITALY"]["view"]
     board = {power: units for power, units, _ in
              re.findall(r"^([A-Z]+): units (.*) \| centres (.*)$", text, re.MULTILINE)}
     for power in POWERS:
-        unit_text, center_text = re.search(rf"^{power}: units (.*) \| centres (.*)$", text, re.MULTILINE).groups()
+        unit_text, center_text = re.search(rf"^{power}: units (.*) \| centres (.*)$", text,
+                                           re.MULTILINE).groups()
         assert (unit_text.split(", ") if unit_text != "none" else []) == view["units"][power]
         assert (center_text.split(", ") if center_text != "none" else []) == view["centers"][power]
     assert len(board) == 7 and "F BOT" in board["RUSSIA"]

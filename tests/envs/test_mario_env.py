@@ -176,8 +176,8 @@ def test_same_seed_same_actions_same_trajectory_across_instances_and_processes(e
     digests = {_trace_digest(first), _trace_digest(second), _trace_digest(env)}
     first.close()
     second.close()
-    child = subprocess.run([sys.executable, "-c", _TRACE_SCRIPT % (_ACTIONS,)], capture_output=True, text=True,
-                           check=True, timeout=300)
+    child = subprocess.run([sys.executable, "-c", _TRACE_SCRIPT % (_ACTIONS,)], capture_output=True,
+                           text=True, check=True, timeout=300)
     digests.add(child.stdout.strip())
     assert len(digests) == 1
 

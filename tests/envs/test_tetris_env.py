@@ -164,7 +164,8 @@ def test_bots_give_legal_actions_with_intentions_and_reasons() -> None:
         while True:
             decision = bot.act(obs, info)
             assert isinstance(decision, BotAction) and decision.intention in INTENTION_TAGS
-            assert decision.action in info["legal_actions"] and decision.reason and "\n" not in decision.reason
+            assert (decision.action in info["legal_actions"] and decision.reason
+                    and "\n" not in decision.reason)
             obs, _, terminated, truncated, info = env.step(decision.action)
             assert not info["invalid_action"]
             if terminated or truncated:

@@ -46,12 +46,15 @@ def batch(step: int, adapters: tuple[str, ...], n: int = 5) -> tuple[list[Sample
     for a_index, adapter in enumerate(adapters):
         gen = torch.Generator().manual_seed(1000 * step + a_index)
         for i in range(n):
-            prompt = torch.randint(5, 2000, (int(torch.randint(2, 9, (1,), generator=gen)),), generator=gen).tolist()
-            completion = torch.randint(5, 2000, (int(torch.randint(1, 6, (1,), generator=gen)),), generator=gen).tolist()
+            prompt = torch.randint(5, 2000, (int(torch.randint(2, 9, (1,), generator=gen)),),
+                                   generator=gen).tolist()
+            completion = torch.randint(5, 2000, (int(torch.randint(1, 6, (1,), generator=gen)),),
+                                       generator=gen).tolist()
             logprobs = (-7.6 + 0.2 * torch.randn(len(completion), generator=gen)).tolist()
             sid = f"s{step}-{adapter}-{i}"
-            samples.append(Sample(adapter=adapter, adapter_version=0, prompt_ids=prompt, completion_ids=completion,
-                                  logprobs=logprobs, group_id=f"{adapter}-{step}", temperature=0.9, sample_id=sid))
+            samples.append(Sample(adapter=adapter, adapter_version=0, prompt_ids=prompt,
+                                  completion_ids=completion, logprobs=logprobs, group_id=f"{adapter}-{step}",
+                                  temperature=0.9, sample_id=sid))
             adv[sid] = float(torch.randn(1, generator=gen))
     return samples, adv
 
@@ -78,7 +81,8 @@ def main() -> None:
     parser.add_argument("--resume", default=None)
     parser.add_argument("--save", default=None, help="checkpoint folder written after the last step")
     parser.add_argument("--publish", default=None, help="adapters folder: publish the last step's changes")
-    parser.add_argument("--out", required=True, help="safetensors file of the final weights and moments (rank 0)")
+    parser.add_argument("--out", required=True,
+                        help="safetensors file of the final weights and moments (rank 0)")
     args = parser.parse_args()
     from safetensors.torch import save_file
 
@@ -93,7 +97,8 @@ def main() -> None:
         for idle in set(learner.adapter_names) - set(RESUME_PLAN[step]):
             changed = [k for k in current if f"/{idle}/" in k and not torch.equal(current[k], previous[k])]
             if changed:
-                raise SystemExit(f"rank {learner.rank}: idle adapter {idle!r} changed at step {step}: {changed[:3]}")
+                raise SystemExit(f"rank {learner.rank}: idle adapter {idle!r} changed at step {step}: "
+                                 f"{changed[:3]}")
         previous = current
     if args.publish:
         learner.publish(args.publish)

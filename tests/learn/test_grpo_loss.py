@@ -38,7 +38,8 @@ def test_gradient_at_ratio_one_is_minus_advantage_weighted():
         (1.5, 1.0, -1.28),  # positive advantage: clipped at 1 + eps_high
         (1.28, 1.0, -1.28),  # exactly at the boundary
         (1.1, 1.0, -1.1),  # inside: unclipped
-        (0.5, 1.0, -0.5),  # positive advantage, ratio below 1 - eps_low: min keeps the unclipped (smaller) term
+        # positive advantage, ratio below 1 - eps_low: min keeps the unclipped (smaller) term
+        (0.5, 1.0, -0.5),
         (0.5, -1.0, 0.8),  # negative advantage: clipped at 1 - eps_low
         (0.8, -1.0, 0.8),  # boundary
         (1.5, -1.0, 1.5),  # negative advantage, large ratio: unclipped (pessimistic) term

@@ -30,14 +30,16 @@ def _curator_state(learner) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize(("backend", "stage", "offload"),
-                         [("torch", 2, False), ("deepspeed", 2, False), ("deepspeed", 3, False), ("deepspeed", 2, True)])
+                         [("torch", 2, False), ("deepspeed", 2, False), ("deepspeed", 3, False),
+                          ("deepspeed", 2, True)])
 def test_idle_adapter_stays_bit_identical(cache, backend, stage, offload):
     learner = make_learner(cache, backend, stage, offload_optimizer=offload)
     for step in range(3):
         samples, adv = batch(step, ("curator",))
         learner.train_step(samples, adv)
     before = _curator_state(learner)
-    assert any(k.startswith("o/") and "exp_avg_sq" in k for k in before), "curator must have optimizer moments"
+    assert any(k.startswith("o/") and "exp_avg_sq" in k for k in before), \
+        "curator must have optimizer moments"
     act_before = learner.adapter_weights("act")
     for step in range(3, 6):
         samples, adv = batch(step, ("act",))
@@ -55,10 +57,11 @@ def _run_scenario(args: list[str], ranks: int = 1, timeout: int = 600) -> None:
     if ranks == 1:
         cmd = [sys.executable, str(HERE / "scenarios.py"), *args]
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}", "--master_addr=127.0.0.1",
-               f"--master_port={free_port()}", str(HERE / "scenarios.py"), *args]
+        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}",
+               "--master_addr=127.0.0.1", f"--master_port={free_port()}", str(HERE / "scenarios.py"), *args]
     env = {k: v for k, v in os.environ.items() if k not in DIST_ENV}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=HERE.parent.parent, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=HERE.parent.parent,
+                          env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
 
 
@@ -129,7 +132,8 @@ def test_publish_writes_changed_adapters_as_verified_versions(cache, tmp_path):
     learner = make_learner(cache, "torch")
     learner.train_step(*batch(1, ("curator",)))
     versions = learner.publish(tmp_path / "adapters")
-    assert [(v.adapter, v.version, v.learner_step, v.engine_name) for v in versions] == [("curator", 1, 1, "curator@v1")]
+    assert [(v.adapter, v.version, v.learner_step, v.engine_name) for v in versions] == [
+        ("curator", 1, 1, "curator@v1")]
     folder = Path(versions[0].path)
     assert folder == tmp_path / "adapters" / "curator" / "v1"
     assert read_adapter_version(folder)[1] == versions[0]
@@ -175,7 +179,8 @@ def test_two_deepspeed_ranks_match_one_torch_rank(cache, tmp_path, stage):
     assert not (tmp_path / "adapters" / "curator").exists()
     exported = load_file(str(Path(published.path) / "adapter_model.safetensors"))
     for name, tensor in exported.items():
-        full = next(v for k, v in two.items() if k.startswith("w/act/") and k.endswith(name.replace(".weight", ".act.weight")))
+        full = next(v for k, v in two.items()
+                    if k.startswith("w/act/") and k.endswith(name.replace(".weight", ".act.weight")))
         assert torch.equal(tensor, full)
 
 

@@ -42,7 +42,8 @@ def _slide(row: list[int]) -> tuple[list[int], int]:
 
 def _lines(board: list[list[int]], direction: str) -> list[list[int]]:
     cols = [[board[r][c] for r in range(4)] for c in range(4)]
-    return {"left": board, "right": [row[::-1] for row in board], "up": cols, "down": [c[::-1] for c in cols]}[direction]
+    return {"left": board, "right": [row[::-1] for row in board], "up": cols,
+            "down": [c[::-1] for c in cols]}[direction]
 
 
 def expert_move(board: list[list[int]]) -> int:
@@ -73,14 +74,16 @@ class Task:
         self.eval_set = [self.example(random_board(random.Random(10_000 + i))) for i in range(256)]
 
     def example(self, board):
-        return self.learner.tokenizer(prompt_text(board), add_special_tokens=False)["input_ids"], expert_move(board)
+        return (self.learner.tokenizer(prompt_text(board), add_special_tokens=False)["input_ids"],
+                expert_move(board))
 
     @torch.no_grad()
     def answer_logprobs(self, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Full-vocabulary log-probs of the four answers, and their log-probs restricted to the four."""
         from coplay.learn.logprobs import completion_logprobs
 
-        full = torch.tensor([completion_logprobs(self.learner.policy, "act", prompts, [[a]] * len(prompts), 1.0)
+        full = torch.tensor([completion_logprobs(self.learner.policy, "act", prompts, [[a]] * len(prompts),
+                                                 1.0)
                              for a in self.answer_ids]).squeeze(-1).T  # [N, 4]
         return full, torch.log_softmax(full, dim=-1)
 
@@ -103,8 +106,10 @@ class Task:
             choices = torch.multinomial(restricted[b].exp(), GROUP, replacement=True, generator=gen).tolist()
             for g, choice in enumerate(choices):
                 samples.append(Sample(adapter="act", adapter_version=step, prompt_ids=prompt,
-                                      completion_ids=[self.answer_ids[choice]], logprobs=[float(full[b, choice])],
-                                      group_id=f"{step}-{b}", reward=float(choice == target), sample_id=f"{step}-{b}-{g}"))
+                                      completion_ids=[self.answer_ids[choice]],
+                                      logprobs=[float(full[b, choice])], group_id=f"{step}-{b}",
+                                      reward=float(choice == target),
+                                      sample_id=f"{step}-{b}-{g}"))
         self.learner.train_step(samples, sample_group_advantages(samples))
 
 
@@ -134,8 +139,9 @@ def run_curves(cache_dir: str, lr: float = 2e-3, steps: int = GRPO_STEPS) -> dic
     run_sft(sft_learner, "act", examples, epochs=2, lr=3e-3, batch_size=32)
     # SFT trains with the chat template; the GRPO task prompts raw text, so score SFT with the chat prompt
     sft_task.eval_set = [
-        (sft_learner.tokenizer.apply_chat_template([{"role": "user", "content": prompt_text(random_board(random.Random(10_000 + i)))}],
-                                                   tokenize=True, add_generation_prompt=True, return_dict=False),
+        (sft_learner.tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt_text(random_board(random.Random(10_000 + i)))}],
+            tokenize=True, add_generation_prompt=True, return_dict=False),
          target) for i, (_, target) in enumerate(sft_task.eval_set)]
     return {"class_shares": chance, "grpo_curve_every_5_steps": curve, "before_sft": before_sft,
             "after_sft": sft_task.accuracy()}

@@ -14,8 +14,9 @@ def _shard(index: int) -> Shard:
         samples, steps = [], []
         for t in range(2):
             sid = f"{index}-{e}-{t}"
-            samples.append(Sample(adapter="act", adapter_version=0, prompt_ids=[5 + e, 6, 7], completion_ids=[30 + t, 31],
-                                  logprobs=[-7.5, -7.6], group_id="2048/1", reward=float(e + t), sample_id=sid))
+            samples.append(Sample(adapter="act", adapter_version=0, prompt_ids=[5 + e, 6, 7],
+                                  completion_ids=[30 + t, 31], logprobs=[-7.5, -7.6], group_id="2048/1",
+                                  reward=float(e + t), sample_id=sid))
             steps.append(Step(t=t, observation="", action="left", reward=1.0, score=0.0, sample_ids=[sid]))
         trajs.append(Trajectory(episode_id=f"{index}-{e}", game="2048", seat="solo", role="solo", seed=1,
                                 steps=steps, samples=samples))

@@ -39,11 +39,13 @@ def _sample(sid: str, adapter: str = "act", reward: float | None = None) -> Samp
                   group_id="g", reward=reward, sample_id=sid)
 
 
-def _traj(eid: str, rewards: list[float], seed: int = 0, role: str = "solo", game: str = "2048") -> Trajectory:
+def _traj(eid: str, rewards: list[float], seed: int = 0, role: str = "solo",
+          game: str = "2048") -> Trajectory:
     steps = [Step(t=t, observation="", action="", reward=r, score=0.0, sample_ids=[f"{eid}-a{t}"])
              for t, r in enumerate(rewards)]
     samples = [_sample(f"{eid}-a{t}") for t in range(len(rewards))]
-    return Trajectory(episode_id=eid, game=game, seat=role, role=role, seed=seed, steps=steps, samples=samples)
+    return Trajectory(episode_id=eid, game=game, seat=role, role=role, seed=seed, steps=steps,
+                      samples=samples)
 
 
 def test_literals_compare_start_and_now():
@@ -72,9 +74,12 @@ def test_act_reward_adds_contract_success_abort_and_switch_terms():
         Step(t=3, observation="", action="", reward=0.0, score=12, skill_id="clear", skill_event="abort",
              features_before={**f0, "ready": False}, features_after=f0, sample_ids=["r3", "a3"]),
     ]
-    samples = [_sample(s, "retrieve" if s.startswith("r") else "act") for s in ("r0", "a0", "a1", "r2", "a2", "r3", "a3")]
-    traj = Trajectory(episode_id="e", game="2048", seat="solo", role="solo", seed=1, steps=steps, samples=samples)
-    assert [(a.start, a.end, a.skill_id) for a in skill_activations(traj)] == [(0, 1, "merge"), (2, 2, "clear"), (3, 3, "clear")]
+    samples = [_sample(s, "retrieve" if s.startswith("r") else "act")
+               for s in ("r0", "a0", "a1", "r2", "a2", "r3", "a3")]
+    traj = Trajectory(episode_id="e", game="2048", seat="solo", role="solo", seed=1, steps=steps,
+                      samples=samples)
+    assert [(a.start, a.end, a.skill_id) for a in skill_activations(traj)] == [
+        (0, 1, "merge"), (2, 2, "clear"), (3, 3, "clear")]
     r = act_step_rewards(traj, 0.01, contract_of, preconditions_hold)
     # t0: 0.04 game + max_tile↑ newly (0.1)
     # t1: 0 game + empty↓ and corner=true newly (0.2), max_tile↑ already counted, success +0.3
@@ -90,7 +95,8 @@ def test_act_reward_adds_contract_success_abort_and_switch_terms():
     assert rr == pytest.approx({"r0": 0.54, "r2": 0.08, "r3": -0.5})
     assign_rewards(traj, 0.01, contract_of, preconditions_hold)
     got = {s.sample_id: s.reward for s in traj.samples}
-    assert got == pytest.approx({"r0": 0.54, "a0": 0.52, "a1": 0.38, "r2": 0.08, "a2": -0.12, "r3": -0.5, "a3": -0.1})
+    assert got == pytest.approx({"r0": 0.54, "a0": 0.52, "a1": 0.38, "r2": 0.08, "a2": -0.12, "r3": -0.5,
+                                 "a3": -0.1})
 
 
 def test_group_normalized_and_degenerate_groups():
@@ -102,7 +108,8 @@ def test_group_normalized_and_degenerate_groups():
 
 
 def test_leave_one_out_baseline():
-    # values 1, 2, 6: others' means 4, 3.5, 1.5; population std = sqrt(((1-3)^2+(2-3)^2+(6-3)^2)/3) = sqrt(14/3)
+    # values 1, 2, 6: others' means 4, 3.5, 1.5;
+    # population std = sqrt(((1-3)^2+(2-3)^2+(6-3)^2)/3) = sqrt(14/3)
     std = math.sqrt(14 / 3) + 1e-6
     assert leave_one_out([1.0, 2.0, 6.0]) == pytest.approx([-3 / std, -1.5 / std, 4.5 / std])
     assert leave_one_out([3.0]) == [0.0]
@@ -115,7 +122,8 @@ def test_act_groups_by_start_state_role_and_step_index_with_unequal_lengths():
             _traj("g3", [0], seed=7, role="good")]
     evil = [_traj("e1", [0, 0], seed=7, role="evil"), _traj("e2", [0, 0], seed=7, role="evil")]
     other_seed = [_traj("o1", [0], seed=8, role="good")]
-    returns = {"g1": [3.0, 2.0, 1.0], "g2": [1.0, 0.0], "g3": [2.0], "e1": [1.0, 1.0], "e2": [0.0, 1.0], "o1": [9.0]}
+    returns = {"g1": [3.0, 2.0, 1.0], "g2": [1.0, 0.0], "g3": [2.0], "e1": [1.0, 1.0], "e2": [0.0, 1.0],
+               "o1": [9.0]}
     for traj in good + evil + other_seed:
         for sample, value in zip(traj.samples, returns[traj.episode_id], strict=True):
             sample.reward = value
@@ -144,8 +152,9 @@ def test_non_model_policies_and_missing_rewards():
 
 def test_retrieve_groups_per_game_and_role_with_leave_one_out():
     trajs = []
-    for eid, role, game, r in [("a", "good", "avalon", 1.0), ("b", "good", "avalon", 2.0), ("c", "good", "avalon", 6.0),
-                               ("d", "evil", "avalon", 5.0), ("e", "good", "2048", 1.0)]:
+    for eid, role, game, r in [("a", "good", "avalon", 1.0), ("b", "good", "avalon", 2.0),
+                               ("c", "good", "avalon", 6.0), ("d", "evil", "avalon", 5.0),
+                               ("e", "good", "2048", 1.0)]:
         t = Trajectory(episode_id=eid, game=game, seat=role, role=role, seed=0,
                        samples=[_sample(f"{eid}-r", "retrieve", reward=r)])
         trajs.append(t)

@@ -78,7 +78,8 @@ def _sha(data: bytes) -> str:
 
 # ---------------------------------------------------------------------------------------------- kill tests
 
-def _kill_when_iteration_one_is_collected(runs: Path, actor_suffix: str, delay_s: float, killed: list[str]) -> None:
+def _kill_when_iteration_one_is_collected(runs: Path, actor_suffix: str, delay_s: float,
+                                          killed: list[str]) -> None:
     """Wait for iteration 1's shard (rollouts of 2 and the bank update over 1 start right after), then kill
     the named actor of the run with a restart allowed."""
     import ray

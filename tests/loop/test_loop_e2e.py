@@ -20,7 +20,8 @@ from tests.helpers import DEMO_CONFIG, tiny_loop_overrides
 @pytest.fixture(scope="module")
 def run(ray_cluster, tmp_path_factory, tiny_model_config) -> RunDir:
     out = tmp_path_factory.mktemp("loop-runs")
-    cfg = load_config(DEMO_CONFIG, [*tiny_loop_overrides(str(out), tiny_model_config.tiny.cache_dir), "loop.iterations=3"])
+    cfg = load_config(DEMO_CONFIG, [*tiny_loop_overrides(str(out), tiny_model_config.tiny.cache_dir),
+                                    "loop.iterations=3"])
     return RunDir.open(train(cfg))
 
 
@@ -43,14 +44,18 @@ def test_every_adapter_trains_with_reward_variance_and_workers_acknowledge(run):
     records = run.read_metrics()
     final = records[-1]
     newest = final["final_versions"]
-    trained = [r.get("train") or r.get("final_train") for r in records if r.get("train") or r.get("final_train")]
+    trained = [r.get("train") or r.get("final_train") for r in records
+               if r.get("train") or r.get("final_train")]
     varied = {a for t in trained for a, n in t.get("nonzero_advantages", {}).items() if n > 0}
     # every adapter had a group whose samples earned different rewards, so GRPO moved it
-    assert varied == {"act", "retrieve", "segment", "contract", "curator"}, f"adapters with reward variance: {varied}"
+    assert varied == {"act", "retrieve", "segment", "contract", "curator"}, \
+        f"adapters with reward variance: {varied}"
     after_sft = records[0]["versions"]
-    for adapter in sorted(varied):  # ... and its published bytes differ from the SFT'd adapter the loop began with
+    # ... and its published bytes differ from the SFT'd adapter the loop began with
+    for adapter in sorted(varied):
         assert newest[adapter] > after_sft[adapter] > 0, adapter
-        assert _manifest_sha(run, adapter, newest[adapter]) != _manifest_sha(run, adapter, after_sft[adapter]), adapter
+        assert (_manifest_sha(run, adapter, newest[adapter])
+                != _manifest_sha(run, adapter, after_sft[adapter])), adapter
     assert final["final_bank_versions"]["2048"] > records[0]["bank_versions"]["2048"]
     for name, acks in final["acknowledgements"].items():
         assert set(acks) == {"worker-0"}, f"{name} not acknowledged by every worker: {acks}"
@@ -78,8 +83,10 @@ def test_versions_in_trajectories_follow_the_schedule(run):
 
 def test_every_episode_enters_training_once(run):
     records = run.read_metrics()
-    trained = [r.get("train") or r.get("final_train") for r in records if r.get("train") or r.get("final_train")]
-    episodes = {traj.episode_id for p in run.shards.glob("it*.msgpack") for traj in read_shard(p).trajectories}
+    trained = [r.get("train") or r.get("final_train") for r in records
+               if r.get("train") or r.get("final_train")]
+    episodes = {traj.episode_id for p in run.shards.glob("it*.msgpack")
+                for traj in read_shard(p).trajectories}
     assert len(episodes) == 3 * 8
     assert [t["learner_step"] for t in trained] == [1, 2, 3]
     assert sum(t["reward_parts"]["act"]["n"] for t in trained) == sum(

@@ -13,14 +13,15 @@ from coplay.runs import RunDir
 from coplay.types import read_shard
 from tests.helpers import DEMO_CONFIG, tiny_loop_overrides
 
-SMOKE = ["games=[2048, candy_crush, tetris, mario, avalon, diplomacy]", "sft.enabled=false", "loop.iterations=1",
-         "loop.staleness=0", "rollout.start_states=1", "rollout.group_size=2", "rollout.max_steps=3",
-         "rollout.opponents={current: 0.4, frozen: 0.0, expert: 0.3, random: 0.3}", "engine.max_model_len=4096",
-         "loop.checkpoint_every=1"]
+SMOKE = ["games=[2048, candy_crush, tetris, mario, avalon, diplomacy]", "sft.enabled=false",
+         "loop.iterations=1", "loop.staleness=0", "rollout.start_states=1", "rollout.group_size=2",
+         "rollout.max_steps=3", "rollout.opponents={current: 0.4, frozen: 0.0, expert: 0.3, random: 0.3}",
+         "engine.max_model_len=4096", "loop.checkpoint_every=1"]
 
 
 def test_one_iteration_on_every_game(ray_cluster, tmp_path, tiny_model_config):
-    cfg = load_config(DEMO_CONFIG, [*tiny_loop_overrides(str(tmp_path), tiny_model_config.tiny.cache_dir), *SMOKE])
+    cfg = load_config(DEMO_CONFIG, [*tiny_loop_overrides(str(tmp_path), tiny_model_config.tiny.cache_dir),
+                                    *SMOKE])
     run = RunDir.open(train(cfg))
     trajectories = [t for p in run.shards.glob("it00001-*.msgpack") for t in read_shard(p).trajectories]
     assert {t.game for t in trajectories} == set(GAME_KEYS)
@@ -39,7 +40,8 @@ def _adapter_shas(run: RunDir) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_synchronous_runs_with_the_same_seed_give_identical_adapters(ray_cluster, tmp_path, tiny_model_config):
+def test_synchronous_runs_with_the_same_seed_give_identical_adapters(ray_cluster, tmp_path,
+                                                                      tiny_model_config):
     overrides = [*tiny_loop_overrides(str(tmp_path), tiny_model_config.tiny.cache_dir), "loop.staleness=0",
                  "loop.iterations=2", "sft.epochs=1"]
     first = RunDir.open(train(load_config(DEMO_CONFIG, [*overrides, "run.name=a"])))

@@ -31,7 +31,8 @@ def _overrides(runs: Path, cache_dir: str, extra: list[str], short_sft: bool = T
 def _train_and_kill_after_checkpoint(runs: Path, overrides: list[str], step: int) -> Path:
     """Run `coplay train` in its own process; SIGKILL it as soon as `checkpoints/step-<step>` is complete."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen([sys.executable, "-m", "coplay.cli", "train", "--config", str(DEMO_CONFIG), *overrides], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "coplay.cli", "train", "--config", str(DEMO_CONFIG),
+                             *overrides], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.time() + 900
@@ -42,7 +43,8 @@ def _train_and_kill_after_checkpoint(runs: Path, overrides: list[str], step: int
                 proc.wait()
                 return done[0].parents[2]
             time.sleep(0.2)
-        raise AssertionError(f"`coplay train` ended (rc {proc.poll()}) before checkpoint step-{step} appeared")
+        raise AssertionError(f"`coplay train` ended (rc {proc.poll()}) before checkpoint step-{step} "
+                             f"appeared")
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
@@ -58,7 +60,8 @@ def _weights_sha(run: RunDir, name: str) -> str:
     import hashlib
 
     adapter, version = name.split("@")
-    return hashlib.sha256((run.root / "adapters" / adapter / version / "adapter_model.safetensors").read_bytes()).hexdigest()
+    return hashlib.sha256((run.root / "adapters" / adapter / version / "adapter_model.safetensors")
+                          .read_bytes()).hexdigest()
 
 
 @pytest.mark.slow
@@ -68,13 +71,16 @@ def test_resume_with_staleness_0_reproduces_the_uninterrupted_adapters_bit_exact
 
     extra = ["loop.staleness=0", "loop.checkpoint_every=1", "loop.iterations=2"]
     cache = tiny_model_config.tiny.cache_dir
-    whole = RunDir.open(train(load_config(DEMO_CONFIG, _overrides(tmp_path / "whole", cache, extra, short_sft=False))))
+    whole = RunDir.open(train(load_config(DEMO_CONFIG, _overrides(tmp_path / "whole", cache, extra,
+                                                                  short_sft=False))))
     steps = [r["train"] for r in whole.read_metrics() if r.get("train")]
     assert len(steps) == 2 and steps[-1]["nonzero_advantages"], \
-        f"learner step 2 (after the resume point) must change the adapters for this test to mean anything: {steps}"
+        (f"learner step 2 (after the resume point) must change the adapters for this test to mean "
+         f"anything: {steps}")
 
     killed_runs = tmp_path / "killed"
-    folder = _train_and_kill_after_checkpoint(killed_runs, _overrides(killed_runs, cache, extra, short_sft=False),
+    folder = _train_and_kill_after_checkpoint(killed_runs,
+                                              _overrides(killed_runs, cache, extra, short_sft=False),
                                               step=1)
     cfg = load_config(folder / "config.yaml")
     resumed = RunDir.open(train(cfg, resume=folder))
@@ -94,13 +100,15 @@ def test_resume_with_staleness_1_trains_every_episode_exactly_once(ray_cluster, 
 
     extra = ["loop.staleness=1", "loop.checkpoint_every=2", "loop.iterations=3"]
     runs = tmp_path / "runs"
-    folder = _train_and_kill_after_checkpoint(runs, _overrides(runs, tiny_model_config.tiny.cache_dir, extra), step=2)
+    folder = _train_and_kill_after_checkpoint(runs, _overrides(runs, tiny_model_config.tiny.cache_dir, extra),
+                                              step=2)
     cfg = load_config(folder / "config.yaml")
     run = RunDir.open(train(cfg, resume=folder))
 
     records = run.read_metrics()
     marker = next(i for i, r in enumerate(records) if "resumed_from" in r)
-    assert records[marker]["learner_step"] == 1, "the checkpoint after iteration 2 holds learner step 1 (s = 1)"
+    assert records[marker]["learner_step"] == 1, \
+        "the checkpoint after iteration 2 holds learner step 1 (s = 1)"
     before = [r["train"]["trained_iteration"] for r in records[:marker] if r.get("train")]
     after = [(r.get("train") or r.get("final_train"))["trained_iteration"] for r in records[marker:]
              if r.get("train") or r.get("final_train")]

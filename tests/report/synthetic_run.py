@@ -1,8 +1,8 @@
 """A realistic run folder for the report tests, built from real parts: 2048 expert-bot trajectories relabelled
-as the policy's, `coplay.driver.metrics.iteration_record` for every metrics line (so the lines have exactly the
-loop's shape), banks made by `coplay.skills.update_bank` and saved with `save_bank`, and evaluations written
-by `coplay.eval.protocol.write_eval` from `summarize_eval` (2048 at two iterations, a random-bot baseline, and Avalon
-with win rates).
+as the policy's, `coplay.driver.metrics.iteration_record` for every metrics line (so the lines have exactly
+the loop's shape), banks made by `coplay.skills.update_bank` and saved with `save_bank`, and evaluations
+written by `coplay.eval.protocol.write_eval` from `summarize_eval` (2048 at two iterations, a random-bot
+baseline, and Avalon with win rates).
 """
 
 from __future__ import annotations
@@ -29,19 +29,22 @@ def _samples(rng: random.Random, iteration: int, n: int) -> list[Sample]:
     out = []
     for i in range(n):
         adapter = ADAPTERS[i % len(ADAPTERS)]
-        out.append(Sample(adapter=adapter, adapter_version=iteration, prompt_ids=[1, 2, 3], completion_ids=[4, 5],
-                          logprobs=[-0.5, -0.7], group_id=f"g{i % 3}", reward=rng.gauss(0.1 * iteration, 0.5)))
+        out.append(Sample(adapter=adapter, adapter_version=iteration, prompt_ids=[1, 2, 3],
+                          completion_ids=[4, 5], logprobs=[-0.5, -0.7], group_id=f"g{i % 3}",
+                          reward=rng.gauss(0.1 * iteration, 0.5)))
     return out
 
 
 def _as_policy(trajs: list[Trajectory], iteration: int, rng: random.Random) -> list[Trajectory]:
-    """Expert trajectories standing in for the policy's (`policy='model'`), scores rising with the iteration."""
+    """Expert trajectories standing in for the policy's (`policy='model'`), scores rising with the
+    iteration."""
     return [replace(t, policy="model", iteration=iteration, score=t.score * (0.6 + 0.1 * iteration),
                     samples=_samples(rng, iteration, 10)) for t in trajs]
 
 
 def _train(iteration: int, rng: random.Random) -> TrainStep:
-    adapters = {a: {"loss": rng.uniform(-0.1, 0.3), "pg_loss": rng.uniform(-0.1, 0.2), "kl": 0.001 * iteration,
+    adapters = {a: {"loss": rng.uniform(-0.1, 0.3), "pg_loss": rng.uniform(-0.1, 0.2),
+                    "kl": 0.001 * iteration,
                     "clip_fraction": rng.uniform(0, 0.2), "ratio_mean": 1.0 + rng.uniform(-0.01, 0.01),
                     "grad_norm": rng.uniform(0.1, 2.0), "samples": 40} for a in ADAPTERS}
     return TrainStep(learner_step=iteration - 1, adapters=adapters, trained_tokens=5000 + 100 * iteration,
@@ -70,12 +73,15 @@ def build_run(root: Path, games_dir_name: str = "synthetic") -> RunDir:
         train = _train(k, rng) if k > 1 else None
         versions = {a: max(0, k - 2) for a in ADAPTERS}
         data = IterationData(k, trajectories, [], {"2048": bank.version - 1})
-        record = iteration_record(k, data, stats, BankUpdate(reports=[bank_report]), train, versions, 40.0 + 2 * k, {})
+        record = iteration_record(k, data, stats, BankUpdate(reports=[bank_report]), train, versions,
+                                  40.0 + 2 * k, {})
         run.append_metrics(record)
     for k in (2, 4):
-        evaluated = _as_policy(play_bot_episodes("2048", "expert", [1_000_000 + i for i in range(6)], 40), k, rng)
+        evaluated = _as_policy(play_bot_episodes("2048", "expert", [1_000_000 + i for i in range(6)], 40),
+                               k, rng)
         write_eval(run.eval, f"model-it{k}", summarize_eval(evaluated), {"player": "model", "iteration": k})
     baseline = play_bot_episodes("2048", "random", [1_000_000 + i for i in range(6)], 40)
-    avalon = [t for t in play_bot_episodes("avalon", "random", [1_000_000 + i for i in range(4)]) if t.seat == "player_0"]
+    avalon = [t for t in play_bot_episodes("avalon", "random", [1_000_000 + i for i in range(4)])
+              if t.seat == "player_0"]
     write_eval(run.eval, "random", summarize_eval(baseline + avalon), {"player": "random"})
     return run

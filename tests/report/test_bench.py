@@ -81,14 +81,15 @@ def test_suite_records_every_outcome_and_goes_on(checkout, tmp_path, monkeypatch
     names = ("ok", "missing", "boom", "silent", "hang", "plain", "noquick")
     path, members = run_suite(True, names, out, timeout_s=3, root=checkout)
     status = {m.name: m.status for m in members}
-    assert status == {"ok": "ok", "missing": "missing", "boom": "failed", "silent": "failed", "hang": "timeout",
-                      "plain": "ok", "noquick": "ok"}
+    assert status == {"ok": "ok", "missing": "missing", "boom": "failed", "silent": "failed",
+                      "hang": "timeout", "plain": "ok", "noquick": "ok"}
     saved = json.loads(path.read_text())
     assert path == out and saved["quick"] is True and sorted(saved["benchmarks"]) == sorted(names)
     assert saved["benchmarks"]["ok"]["result"]["quick"] is True  # --quick reached the member
     assert saved["benchmarks"]["ok"]["command"] == "python -m benchmarks.ok --quick"
     assert saved["benchmarks"]["boom"]["error"].startswith("exit status 1: RuntimeError: engine exploded")
-    assert saved["benchmarks"]["noquick"]["note"] == "the member has no --quick flag: it ran with its defaults"
+    assert (saved["benchmarks"]["noquick"]["note"]
+            == "the member has no --quick flag: it ran with its defaults")
     assert saved["benchmarks"]["noquick"]["command"] == "python -m benchmarks.noquick"
     assert "printed no JSON" in saved["benchmarks"]["silent"]["error"]
     assert "benchmarks/missing.py does not exist" in saved["benchmarks"]["missing"]["error"]

@@ -92,12 +92,15 @@ def test_rows_say_which_difference_is_clear():
     win = rows[("avalon", "win:side:good")]
     assert win.difference == pytest.approx(0.2)
     assert win.overlap and win.difference_excludes_zero  # overlapping CIs, yet a significant difference
-    assert set(rows) == {("2048", "score"), ("tetris", "score"), ("avalon", "score"), ("avalon", "win:side:good")}
+    assert set(rows) == {("2048", "score"), ("tetris", "score"), ("avalon", "score"),
+                         ("avalon", "win:side:good")}
 
 
 def test_cli_compare_prints_both_sides_and_writes_json(tmp_path, capsys):
-    a = write_eval(tmp_path, "a", _results({"2048": [100, 110, 120], "tetris": [5, 6]}), {"player": "random"})[0]
-    b = write_eval(tmp_path, "b", _results({"2048": [300, 310, 330], "mario": [1, 2]}), {"player": "expert"})[0]
+    a = write_eval(tmp_path, "a", _results({"2048": [100, 110, 120], "tetris": [5, 6]}),
+                   {"player": "random"})[0]
+    b = write_eval(tmp_path, "b", _results({"2048": [300, 310, 330], "mario": [1, 2]}),
+                   {"player": "expert"})[0]
     out = tmp_path / "cmp.json"
     assert main(["eval", "--compare", str(a), str(b), "--json", str(out)]) == 0
     text = capsys.readouterr().out

@@ -24,8 +24,8 @@ from benchmarks.e2e import (
 REPO = Path(__file__).resolve().parents[2]
 
 
-def timings(iteration_s: float, generation_s: float, train_s: float, bank_s: float = 0.0, bank_wait_s: float = 0.0,
-            sync_s: float = 0.1, env_s: float = 0.0) -> dict[str, float]:
+def timings(iteration_s: float, generation_s: float, train_s: float, bank_s: float = 0.0,
+            bank_wait_s: float = 0.0, sync_s: float = 0.1, env_s: float = 0.0) -> dict[str, float]:
     return {"iteration_s": iteration_s, "sync_s": sync_s, "rollout_wall_s": generation_s + 0.01,
             "generation_s": generation_s, "env_s": env_s, "bank_s": bank_s, "bank_wait_s": bank_wait_s,
             "train_s": train_s}
@@ -36,7 +36,8 @@ def record(k: int, t: dict[str, float], trained: int = 100, generated: int = 200
 
 
 def test_synchronous_split_puts_the_whole_learner_step_on_the_path_and_idle_is_the_rest():
-    split = iteration_split(timings(5.0, generation_s=2.5, train_s=1.5, bank_s=1.0, bank_wait_s=0.2, env_s=0.5), 0, 1)
+    split = iteration_split(timings(5.0, generation_s=2.5, train_s=1.5, bank_s=1.0, bank_wait_s=0.2,
+                                    env_s=0.5), 0, 1)
     assert split["training"] == pytest.approx(1.5) and split["hidden_training"] == 0.0
     assert split["env"] == pytest.approx(0.5) and split["generation"] == pytest.approx(2.0)
     assert split["bank"] == pytest.approx(0.2) and split["hidden_bank"] == pytest.approx(0.8)
@@ -58,7 +59,8 @@ def test_overlapped_training_longer_than_the_rollouts_shows_only_its_excess():
 
 
 def test_env_time_is_per_worker_and_never_exceeds_the_rollouts():
-    assert iteration_split(timings(3.0, generation_s=2.0, train_s=0.0, env_s=1.0), 1, 2)["env"] == pytest.approx(0.5)
+    assert (iteration_split(timings(3.0, generation_s=2.0, train_s=0.0, env_s=1.0), 1, 2)["env"]
+            == pytest.approx(0.5))
     capped = iteration_split(timings(3.0, generation_s=2.0, train_s=0.0, env_s=9.0), 1, 2)
     assert capped["env"] == pytest.approx(2.0) and capped["generation"] == 0.0
 
@@ -68,7 +70,8 @@ def test_idle_never_goes_negative_on_clock_noise():
 
 
 def test_measured_iterations_skip_the_first_iteration_and_records_without_timings():
-    records = [{"iteration": 0, "cold_start": {}}, record(1, timings(4.0, 3.0, 0.0)), record(3, timings(2.0, 1.5, 1.0)),
+    records = [{"iteration": 0, "cold_start": {}}, record(1, timings(4.0, 3.0, 0.0)),
+               record(3, timings(2.0, 1.5, 1.0)),
                record(2, timings(2.5, 2.0, 1.0)), {"iteration": 4, "final_train": {"trained_tokens": 999}}]
     assert [r["iteration"] for r in measured_records(records)] == [2, 3]
 
@@ -85,13 +88,15 @@ def test_run_summary_throughput_hidden_shares_and_median():
     assert summary["trained_tokens_per_s_per_slot"] == pytest.approx(600 / (10.0 * 2))
     assert summary["generated_tokens_per_s_per_slot"] == pytest.approx(1000 / (10.0 * 2))
     assert summary["hidden_bank_share"] == pytest.approx(1 - 1.0 / 4.0)
-    assert summary["hidden_training_share"] == pytest.approx(1 - 0.5 / 4.0)  # only iteration 3 trains past rollouts
+    # only iteration 3 trains past rollouts
+    assert summary["hidden_training_share"] == pytest.approx(1 - 0.5 / 4.0)
     assert sum(summary["split_mean_s"][p] for p in PARTS) == pytest.approx(10.0 / 3)
     assert summary["iterations_with_faults"] == []
 
 
 def test_iterations_with_faults_are_flagged():
-    faulty = {**record(2, timings(2.0, 1.5, 1.0)), "faults": {"rollout_reruns": ["it2 chunk 0: worker-0 died"]}}
+    faulty = {**record(2, timings(2.0, 1.5, 1.0)),
+              "faults": {"rollout_reruns": ["it2 chunk 0: worker-0 died"]}}
     summary = summarize_run([faulty, {**record(3, timings(2.0, 1.5, 1.0)), "faults": {}}], 1, 1, 2)
     assert summary["iterations_with_faults"] == [2]
 

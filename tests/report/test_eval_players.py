@@ -57,8 +57,8 @@ def _model_overrides(tiny_model_config) -> list[str]:
 
 
 def test_base_model_without_adapters(tmp_path, capsys, tiny_model_config):
-    _eval(["--policy", "base", "--games", "2048", "--episodes", "2", "--max-steps", "2", "--out", str(tmp_path),
-           *_model_overrides(tiny_model_config)], capsys)
+    _eval(["--policy", "base", "--games", "2048", "--episodes", "2", "--max-steps", "2", "--out",
+           str(tmp_path), *_model_overrides(tiny_model_config)], capsys)
     data = json.loads((tmp_path / "base.json").read_text())
     assert data["results"]["2048"]["episodes"] == 2
     assert data["meta"]["adapters"] is None and data["meta"]["model"] == "tiny"
@@ -95,8 +95,8 @@ def test_policy_versions_follow_the_learner_step(run_with_adapters):
 def test_a_runs_adapters_are_evaluated_into_its_eval_folder(run_with_adapters, tiny_model_config, capsys):
     run = run_with_adapters
     # positionals together (argparse): RUN_DIR and the overrides, then the options
-    _eval([str(run.root), *_model_overrides(tiny_model_config), "--policy", "model", "--step", "2", "--games", "2048",
-           "--episodes", "2", "--max-steps", "2"], capsys)
+    _eval([str(run.root), *_model_overrides(tiny_model_config), "--policy", "model", "--step", "2",
+           "--games", "2048", "--episodes", "2", "--max-steps", "2"], capsys)
     data = json.loads((run.eval / "model-step2.json").read_text())
     assert data["meta"]["versions"] == {"act": 1, "retrieve": 1} and data["meta"]["iteration"] == 2
     assert data["results"]["2048"]["episodes"] == 2
@@ -111,8 +111,8 @@ def test_tiny_model_on_every_game(tmp_path, capsys, tiny_model_config):
     results = json.loads((tmp_path / "base.json").read_text())["results"]
     assert sorted(results) == sorted(ALL_GAMES.split(","))
     # the tiny model as the opponents of an expert player in both multi-seat games
-    _eval(["--policy", "expert", "--opponents", "base", "--games", "avalon,diplomacy", "--episodes-per-seat", "1",
-           "--max-steps", "3", "--out", str(tmp_path), "--name", "expert-vs-base",
+    _eval(["--policy", "expert", "--opponents", "base", "--games", "avalon,diplomacy",
+           "--episodes-per-seat", "1", "--max-steps", "3", "--out", str(tmp_path), "--name", "expert-vs-base",
            *_model_overrides(tiny_model_config)], capsys)
     data = json.loads((tmp_path / "expert-vs-base.json").read_text())
     assert data["meta"]["opponents"] == "base" and sorted(data["results"]) == ["avalon", "diplomacy"]

@@ -35,7 +35,8 @@ def test_learning_curve_carries_the_ci_band_of_each_iteration(run):
     series = score_series(data.iterations, "2048")
     record = data.iterations[2]["scores"]["2048"]
     assert series.x == [1, 2, 3, 4]
-    assert (series.y[2], series.low[2], series.high[2]) == (record["mean"], record["ci_low"], record["ci_high"])
+    assert (series.y[2], series.low[2], series.high[2]) == (record["mean"], record["ci_low"],
+                                                            record["ci_high"])
 
 
 def test_evaluations_split_into_iteration_points_and_baselines(run):
@@ -57,7 +58,8 @@ def test_trained_tokens_per_second_is_over_the_iteration_wall_time(run):
 
 def test_report_is_self_contained_and_holds_every_section(synthetic_report):
     page = synthetic_report.read_text()
-    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page), "the page references a remote resource"
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page), \
+        "the page references a remote resource"
     assert not re.search(r"url\(\s*['\"]?https?:", page)
     for section in ("learning", "rewards", "invalid", "learner", "banks", "eval", "throughput", "config"):
         assert f"<section id='{section}'>" in page

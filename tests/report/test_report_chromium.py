@@ -18,11 +18,13 @@ import pytest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).parent / "artifacts"
-# Charts of the synthetic run: score 2048, score avalon, reward parts, invalid, learner, bank size, bank ops, timings.
+# Charts of the synthetic run: score 2048, score avalon, reward parts, invalid, learner, bank size, bank ops,
+# timings.
 EXPECTED_CHARTS = 8
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
-                                                          "(apt-get install -y chromium, or make install-chromium)")
+pytestmark = pytest.mark.skipif(CHROMIUM is None,
+                                reason="Debian's chromium is not installed "
+                                       "(apt-get install -y chromium, or make install-chromium)")
 
 
 def chromium(page: Path, profile: Path, *mode: str) -> str:
@@ -52,7 +54,8 @@ def test_every_chart_draws_without_script_errors(report, tmp_path):
     assert attrs.get("data-report-ready") == "yes", attrs
     assert attrs["data-script-errors"] == ""
     assert int(attrs["data-charts-total"]) == EXPECTED_CHARTS
-    assert attrs["data-charts-ok"] == attrs["data-charts-total"], f"charts not drawn: {attrs['data-charts-failed']}"
+    assert attrs["data-charts-ok"] == attrs["data-charts-total"], \
+        f"charts not drawn: {attrs['data-charts-failed']}"
     assert attrs["data-images-ok"] == attrs["data-images-total"]  # the bank report draws inline SVG, no <img>
 
 
@@ -66,12 +69,14 @@ def test_screenshot_shows_the_report(report, tmp_path):
     image = Image.open(shot).convert("L")
     assert image.size == (1280, 2400)
     dark = sum(1 for v in image.getdata() if v < 128)  # text and chart lines on a white page
-    assert dark > 0.005 * image.size[0] * image.size[1], f"the screenshot is nearly blank ({dark} dark pixels)"
+    assert dark > 0.005 * image.size[0] * image.size[1], \
+        f"the screenshot is nearly blank ({dark} dark pixels)"
 
 
 def test_the_check_notices_a_broken_chart_and_a_script_error(report, tmp_path):
     page = report.read_text()
-    broken = page.replace("<section id='learning'>", "<section id='learning'><figure class='chart' id='chart-empty'>"
+    broken = page.replace("<section id='learning'>",
+                          "<section id='learning'><figure class='chart' id='chart-empty'>"
                           "<svg xmlns='http://www.w3.org/2000/svg'></svg></figure>"
                           "<script>notAFunction();</script>", 1)
     path = tmp_path / "broken.html"

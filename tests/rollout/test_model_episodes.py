@@ -46,7 +46,8 @@ def tokenizer(tiny_model_config):
 
 
 def play(engine, plans: list[EpisodePlan], concurrency: int = 16) -> tuple[list, RunnerContext]:
-    ctx = RunnerContext(engine=engine, rules=coplay_envs.rules, skills_for=lambda game, role: None, run_seed=9)
+    ctx = RunnerContext(engine=engine, rules=coplay_envs.rules, skills_for=lambda game, role: None,
+                        run_seed=9)
     return asyncio.run(play_episodes(ctx, plans, concurrency)), ctx
 
 
@@ -83,13 +84,15 @@ def test_self_play_seats_from_the_pool_each_get_their_own_record(tokenizer):
     frozen = with_versions(SEAT, "act@v1", None)
     players = {"player_1": SeatPlayer("frozen", frozen), "player_2": SeatPlayer("expert"),
                "player_3": SeatPlayer("random")}
-    plans = [EpisodePlan("avalon", seed, f"av-{seed}", SeatPlayer("model", SEAT), players=players, max_steps=40)
+    plans = [EpisodePlan("avalon", seed, f"av-{seed}", SeatPlayer("model", SEAT), players=players,
+                         max_steps=40)
              for seed in (1, 2)]
     trajectories, _ = play(engine, plans)
     assert len(trajectories) == 10
     for traj in trajectories:
         assert traj.steps and all(f"You are {traj.seat}." in s.observation for s in traj.steps)
-        label = {"player_1": "frozen@act@v1", "player_2": "expert", "player_3": "random"}.get(traj.seat, "model")
+        label = {"player_1": "frozen@act@v1", "player_2": "expert",
+                 "player_3": "random"}.get(traj.seat, "model")
         assert traj.policy == label
         if label in ("expert", "random"):
             assert traj.samples == [] and all(s.intention for s in traj.steps)  # the bot's tag and reason
@@ -104,7 +107,8 @@ def test_self_play_seats_from_the_pool_each_get_their_own_record(tokenizer):
 
 
 def test_diplomacy_powers_decide_together_each_round(tokenizer):
-    engine = ScriptedEngine(tokenizer, lambda r, p: "INTENTION: DEFEND hold everything\nORDERS:\n", delay_s=0.001)
+    engine = ScriptedEngine(tokenizer, lambda r, p: "INTENTION: DEFEND hold everything\nORDERS:\n",
+                            delay_s=0.001)
     plans = [EpisodePlan("diplomacy", 3, "dip-3", SeatPlayer("model", SEAT),
                          env_kwargs={"max_phases": 2, "negotiation_rounds": 1, "start_years": 0})]
     trajectories, _ = play(engine, plans)
@@ -148,7 +152,8 @@ def test_real_tiny_model_episodes_through_the_hf_engine(tiny_model_config):
             for sample, sample_again in zip(traj.samples, replay.samples, strict=True):
                 assert (sample.prompt_ids, sample.completion_ids) == (sample_again.prompt_ids,
                                                                       sample_again.completion_ids)
-                assert max(abs(a - b) for a, b in zip(sample.logprobs, sample_again.logprobs, strict=True)) < 1e-4
+                assert max(abs(a - b)
+                           for a, b in zip(sample.logprobs, sample_again.logprobs, strict=True)) < 1e-4
         assert first[0].samples[0].completion_ids != first[1].samples[0].completion_ids  # episodes differ
     finally:
         engine.close()

@@ -43,7 +43,8 @@ def overrides(tiny_model_config, backend: str | None) -> list[str]:
     return found + ([f"engine.backend={backend}"] if backend else [])
 
 
-@pytest.mark.parametrize(("game", "episodes", "max_steps"), [("2048", 8, 3), ("avalon", 1, 6), ("diplomacy", 1, 1)])
+@pytest.mark.parametrize(("game", "episodes", "max_steps"),
+                         [("2048", 8, 3), ("avalon", 1, 6), ("diplomacy", 1, 1)])
 def test_play_model_writes_shards_hf(game, episodes, max_steps, tmp_path, capsys, tiny_model_config):
     code = main(["play", "--game", game, "--policy", "model", "--episodes", str(episodes), "--max-steps",
                  str(max_steps), "--out", str(tmp_path), *overrides(tiny_model_config, "hf")])
@@ -54,7 +55,8 @@ def test_play_model_writes_shards_hf(game, episodes, max_steps, tmp_path, capsys
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("game", "episodes", "max_steps"), [("2048", 8, 4), ("avalon", 2, 10), ("diplomacy", 1, 2)])
+@pytest.mark.parametrize(("game", "episodes", "max_steps"),
+                         [("2048", 8, 4), ("avalon", 2, 10), ("diplomacy", 1, 2)])
 def test_play_model_cli_on_the_default_vllm_engine(game, episodes, max_steps, tmp_path, tiny_model_config):
     command = [str(Path(sys.executable).with_name("coplay")), "play", "--game", game, "--policy", "model",
                "--episodes", str(episodes), "--max-steps", str(max_steps), "--out", str(tmp_path),

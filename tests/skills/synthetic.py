@@ -31,7 +31,8 @@ def behaviour_block(kind: str, length: int, state: dict, t0: int) -> list[Step]:
         if kind != "C":
             state["shield"] = False
         state["score"] += 1
-        steps.append(Step(t=t0 + i, observation=f"obs {t0 + i}", action=f"act{kind}", reward=1.0 if kind == "A" else 0.0,
+        steps.append(Step(t=t0 + i, observation=f"obs {t0 + i}", action=f"act{kind}",
+                          reward=1.0 if kind == "A" else 0.0,
                           score=float(state["score"]), intention=f"{BEHAVIOURS[kind]} do {kind}",
                           features_before=before, features_after=dict(state)))
     return steps
@@ -46,8 +47,8 @@ def alternating_trajectory(seed: int, blocks: int = 8, kinds: str = "AB", game: 
     for b in range(blocks):
         kind = kinds[b % len(kinds)]
         steps += behaviour_block(kind, rng.randint(min_len, max_len), state, len(steps))
-    return Trajectory(episode_id=f"{game}-syn-{seed:04d}", game=game, seat="player_0", role="player", seed=seed,
-                      steps=steps)
+    return Trajectory(episode_id=f"{game}-syn-{seed:04d}", game=game, seat="player_0", role="player",
+                      seed=seed, steps=steps)
 
 
 def shard(n: int, first_seed: int = 0, **kwargs) -> list[Trajectory]:

@@ -41,7 +41,8 @@ def test_bank_from_expert_trajectories(game):
         for key, trajs in sorted(_by_key(play_bot_episodes(game, "expert", seeds)).items()):
             banks[key], _, report = update_bank(banks.get(key, Bank(key)), trajs, None, cfg, it)
             assert report["version"] == it
-    held = _by_key(play_bot_episodes(game, "expert", list(range(HELDOUT_SEED, HELDOUT_SEED + HELDOUT_EPISODES[game]))))
+    held = _by_key(play_bot_episodes(game, "expert",
+                                     list(range(HELDOUT_SEED, HELDOUT_SEED + HELDOUT_EPISODES[game]))))
     assert sorted(held) == sorted(banks)
     for key, bank in sorted(banks.items()):
         ev = evaluate_on_trajectories(bank, held[key], cfg, shuffle_seed=0)

@@ -25,7 +25,8 @@ def tiny_caller(tiny_model_config):
 
     def generate(adapter, prompts, n, max_tokens):
         requests = [GenerationRequest(encode(engine.tokenizer, p), None,
-                                      SamplingParams(temperature=1.0, max_tokens=min(max_tokens, 48)), seed=17 * i + j)
+                                      SamplingParams(temperature=1.0, max_tokens=min(max_tokens, 48)),
+                                      seed=17 * i + j)
                     for i, p in enumerate(prompts) for j in range(n)]
         outs = engine.generate(requests)
         return [[Completion(text=o.text, prompt_ids=list(r.prompt_ids), completion_ids=list(o.token_ids),
@@ -50,6 +51,8 @@ def test_bank_stays_valid_and_counts_rejections_with_the_tiny_model(tiny_caller)
     assert Bank.from_json(json.loads(json.dumps(new_bank.to_json()))).to_json() == new_bank.to_json()
     assert samples and {s.adapter for s in samples} <= {"segment", "contract", "curator"}
     assert all(s.reward is not None and s.completion_ids for s in samples)
-    rejected = {k: v for k, v in report.items() if k.endswith(("unparseable", "_invalid_samples", "_rejected"))}
+    rejected = {k: v for k, v in report.items()
+                if k.endswith(("unparseable", "_invalid_samples", "_rejected"))}
     print("tiny-model caller counts:", rejected, "samples:", report["samples"])
-    assert sum(rejected.values()) > 0, f"the random-ish tiny model's answers should be mostly unusable: {report}"
+    assert sum(rejected.values()) > 0, \
+        f"the random-ish tiny model's answers should be mostly unusable: {report}"

@@ -67,7 +67,8 @@ def test_a_skill_with_two_effect_clusters_splits(two_skill_bank):
     assert min(splits[0].evidence["children_pass_rates"]) >= CFG.maintenance.split_child_pass_rate
     after = apply_proposal(bank, splits[0])
     assert mixed.id not in after.skills and len(after.skills) == 2
-    assert all(c.lineage[-1] == {"op": "split", "parents": [mixed.id], "iteration": 2} for c in after.skills.values())
+    assert all(c.lineage[-1] == {"op": "split", "parents": [mixed.id], "iteration": 2}
+               for c in after.skills.values())
 
 
 def test_a_stale_skill_retires(two_skill_bank):
@@ -103,7 +104,8 @@ def test_refine_drops_failing_literals(two_skill_bank):
 
 def test_curator_rejection_leaves_the_bank_unchanged(two_skill_bank):
     bank, a, b = _with_duplicate(two_skill_bank)
-    caller = scripted({"segment": "RANK: NEW", "curator": "VERDICT: REJECT - keep them apart", "contract": "{}"})
+    caller = scripted({"segment": "RANK: NEW", "curator": "VERDICT: REJECT - keep them apart",
+                       "contract": "{}"})
     new, samples, report = update_bank(bank, shard(8, first_seed=20), caller, CFG, iteration=2)
     assert sorted(new.skills) == sorted(bank.skills)
     for sid, skill in bank.skills.items():

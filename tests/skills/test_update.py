@@ -34,7 +34,8 @@ def scripted(answers: dict[str, list[str] | str]) -> FunctionCaller:
     def generate(adapter, prompts, n):
         texts = answers[adapter]
         texts = texts if isinstance(texts, list) else [texts]
-        return [[Completion(text=texts[j % len(texts)], prompt_ids=[1, 2], completion_ids=[3], logprobs=[-0.5])
+        return [[Completion(text=texts[j % len(texts)], prompt_ids=[1, 2], completion_ids=[3],
+                            logprobs=[-0.5])
                  for j in range(n)] for _ in prompts]
     return FunctionCaller(generate)
 
@@ -88,12 +89,15 @@ def test_update_never_changes_the_previous_version(bank1, tmp_path):
 
 
 def test_contract_adapter_protocol_is_applied_when_valid(bank1):
-    answer = json.dumps({"summary": "Build up x.", "plan": ["find room", "push x"], "preconditions": "not flag",
-                         "success": "flag == true and x > 1", "abort": "false", "effects": ["x↑", "flag=true"]})
-    caller = scripted({"segment": "RANK: NEW", "curator": "VERDICT: APPROVE", "contract": f"Sure:\n```{answer}```"})
+    answer = json.dumps({"summary": "Build up x.", "plan": ["find room", "push x"],
+                         "preconditions": "not flag", "success": "flag == true and x > 1", "abort": "false",
+                         "effects": ["x↑", "flag=true"]})
+    caller = scripted({"segment": "RANK: NEW", "curator": "VERDICT: APPROVE",
+                       "contract": f"Sure:\n```{answer}```"})
     new, samples, report = update_bank(Bank("2048"), shard(8), caller, CFG, iteration=1)
     assert report["contract_accepted"] == 2 and report.get("contract_rejected", 0) == 0
-    assert all(s.protocol_source.startswith("contract@") and s.summary == "Build up x." for s in new.skills.values())
+    assert all(s.protocol_source.startswith("contract@") and s.summary == "Build up x."
+               for s in new.skills.values())
     rewards = sorted(round(s.reward, 4) for s in samples if s.adapter == "contract")
     assert rewards[-1] == 1.3  # x skill: F1({x↑, flag=true}, {x↑, flag=true, score↑}) = 0.8, + 0.5 valid
     assert rewards[0] == pytest.approx(0.5)  # F1 = 0 on the y skill + 0.5 valid
@@ -115,7 +119,8 @@ def test_a_contract_answer_cut_off_or_invalid_is_rejected_but_its_stated_effects
                       "success": "true", "abort": "false"})
     caller = scripted({"segment": "RANK: NEW", "curator": "VERDICT: APPROVE", "contract": [cut, bad]})
     new, samples, report = update_bank(Bank("2048"), shard(8), caller, CFG, iteration=1)
-    assert report["contract_rejected"] == 2 and all(s.protocol_source == "deterministic" for s in new.skills.values())
+    assert report["contract_rejected"] == 2 and all(s.protocol_source == "deterministic"
+                                                    for s in new.skills.values())
     contract = [s for s in samples if s.adapter == "contract"]
     rewards = sorted({round(s.reward, 4) for s in contract})
     assert contract and not any(s.meta["valid"] for s in contract)
@@ -137,7 +142,8 @@ def test_skills_that_gained_evidence_get_their_protocol_rewritten_too(bank1):
 
 
 def test_segment_adapter_ranking_enters_the_score(bank1):
-    cfg = CFG.with_values({"segmentation.margin": 1e9, "segmentation.rank_weight": 1e3, "segmentation.max_prompts": 5})
+    cfg = CFG.with_values({"segmentation.margin": 1e9, "segmentation.rank_weight": 1e3,
+                           "segmentation.max_prompts": 5})
     caller = scripted({"segment": "RANK: NEW > s1 > s2", "curator": "VERDICT: REJECT", "contract": ""})
     new, samples, report = update_bank(bank1, shard(8, 60), caller, cfg, iteration=2)
     seg = [s for s in samples if s.adapter == "segment"]
@@ -170,7 +176,8 @@ def test_caller_contract_violations_are_errors():
 
 
 def test_rewards_match_the_design():
-    assert f1({"a", "b"}, {"b", "c"}) == pytest.approx(0.5) and f1(set(), set()) == 1.0 and f1({"a"}, set()) == 0.0
+    assert (f1({"a", "b"}, {"b", "c"}) == pytest.approx(0.5) and f1(set(), set()) == 1.0
+            and f1({"a"}, set()) == 0.0)
     assert contract_reward(["x↑"], [{"x↑", "y↓"}, {"x↑"}], 0.5, valid=True) == pytest.approx(0.5 + 2 / 3)
     assert contract_reward(["x↑"], [{"x↑", "y↓"}, {"x↑"}], 0.6, valid=False) == pytest.approx(1.0)
     assert segment_reward(0.8, 3.0, 4.0) == pytest.approx(1.55) and segment_reward(0.5, 0.0, 0.0) == 0.5
@@ -178,7 +185,8 @@ def test_rewards_match_the_design():
     assert curator_reward("reject", 0.2, 0.5) == pytest.approx(-0.3)
     # no verdict is strictly worse than either verdict, also when the operation leaves Q unchanged
     assert curator_reward(None, 0.5, 0.2) < -0.3 and curator_reward(None, 0.2, 0.5) < -0.3
-    assert curator_reward(None, 0.4, 0.4) < curator_reward("approve", 0.4, 0.4) == curator_reward("reject", 0.4, 0.4)
+    assert (curator_reward(None, 0.4, 0.4) < curator_reward("approve", 0.4, 0.4)
+            == curator_reward("reject", 0.4, 0.4))
 
 
 def test_retrieval_ranks_skills_whose_preconditions_hold_first(bank1):
@@ -226,7 +234,8 @@ def test_the_skill_bank_imports_no_heavy_framework():
     import subprocess
     import sys
 
-    code = ("import sys, coplay.skills, coplay.report.bank, coplay.skills.retrieval, coplay.skills.model_rounds; "
+    code = ("import sys, coplay.skills, coplay.report.bank, coplay.skills.retrieval, "
+            "coplay.skills.model_rounds; "
             "heavy = [m for m in ('torch', 'ray', 'vllm', 'transformers', 'deepspeed', 'matplotlib') "
             "if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -239,14 +248,16 @@ def test_updates_are_deterministic_across_hash_seeds():
     import subprocess
     import sys
 
-    code = ("import json, hashlib; from coplay.config import SkillBankConfig; from coplay.skills import Bank, "
-            "update_bank; from tests.skills.synthetic import shard; cfg = SkillBankConfig(); b = Bank('2048')\n"
+    code = ("import json, hashlib; from coplay.config import SkillBankConfig; from coplay.skills import "
+            "Bank, update_bank; from tests.skills.synthetic import shard; cfg = SkillBankConfig(); "
+            "b = Bank('2048')\n"
             "for it in (1, 2): b, s, r = update_bank(b, shard(6, 10 * it, kinds='ABC'), None, cfg, it)\n"
             "print(hashlib.sha256(json.dumps(b.to_json(), sort_keys=True).encode()).hexdigest())")
     digests = set()
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": "."}
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                             timeout=120)
         assert out.returncode == 0, out.stderr
         digests.add(out.stdout.strip())
     assert len(digests) == 1 and hashlib.sha256().hexdigest() not in digests
@@ -277,7 +288,8 @@ def test_teacher_curator_examples_say_what_the_quality_change_supports():
     assert curator and all(s.meta["verdict"] == "approve" for s in curator)
     rejected = caller.label_curator_by_quality(samples)
     answers = [answer for adapter, _, answer in caller.examples if adapter == "curator"]
-    expected = ["VERDICT: REJECT" if s.meta["quality_after"] < s.meta["quality_before"] else "VERDICT: APPROVE"
+    expected = ["VERDICT: REJECT" if s.meta["quality_after"] < s.meta["quality_before"]
+                else "VERDICT: APPROVE"
                 for s in curator[:: CFG.group_size]]
     assert answers == expected and rejected == expected.count("VERDICT: REJECT")
     with pytest.raises(ValueError, match="curator samples"):
@@ -303,9 +315,11 @@ def test_the_effects_line_is_read_item_by_item():
     features = ["x", "flag"]
     assert read_effects("EFFECTS: x↑, flag=true\n{", features) == ["flag=true", "x↑"]
     # an item that is no literal stays as text (it lowers precision); the JSON after the line is not read
-    assert read_effects("effects: x↑, garbage ##\n{\"effects\": [\"flag=true\"]}", features) == ["garbage ##", "x↑"]
+    assert (read_effects("effects: x↑, garbage ##\n{\"effects\": [\"flag=true\"]}", features)
+            == ["garbage ##", "x↑"])
     assert read_effects("EFFECTS: (none)\n{}", features) == []
-    assert read_effects('{"effects": ["x↓"], "summary": "s"}', features) == ["x↓"]  # the JSON form still reads
+    # the JSON form still reads
+    assert read_effects('{"effects": ["x↓"], "summary": "s"}', features) == ["x↓"]
     assert read_effects("no effects stated", features) is None
 
 

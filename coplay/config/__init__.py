@@ -1,24 +1,40 @@
 """The one config tree of a coplay run: typed (pydantic), loaded from YAML, with dotted CLI overrides.
 
-    tree.py     the sections, rooted at `CoplayConfig` (what `coplay config show` prints)
-    loading.py  YAML files (`extends:`), dotted overrides that merge like YAML, `ConfigError`
+    tree.py        the sections, rooted at `CoplayConfig` (what `coplay config show` prints)
+    base.py        game keys, adapter names, `Section` (the base of every section)
+    adapters.py    LoRA shapes and the typed per-adapter mappings
+    skill_bank.py  the skill-bank agent's sections (boundaries, segmentation, contracts, maintenance)
+    loading.py     YAML files (`extends:`), dotted overrides that merge like YAML, `ConfigError`
 
 Import from here (`from coplay.config import CoplayConfig, load_config`). Imports only pydantic and yaml.
 """
 
-from coplay.config.loading import ConfigError, apply_override, load_config, parse_override, read_yaml
-from coplay.config.tree import (
+from coplay.config.adapters import (
+    AdapterLearningRates,
+    AdapterMinBatches,
+    AdapterSpecs,
+    LoraSpec,
+    MaxTokens,
+    PerAdapter,
+)
+from coplay.config.base import (
     ADAPTER_NAMES,
     BANK_ADAPTERS,
     DECISION_ADAPTERS,
     DEFAULT_LORA_TARGETS,
     GAME_KEYS,
-    AdapterLearningRates,
-    AdapterMinBatches,
-    AdapterSpecs,
+    Section,
+)
+from coplay.config.loading import ConfigError, apply_override, load_config, parse_override, read_yaml
+from coplay.config.skill_bank import (
     BoundaryConfig,
-    ClusterConfig,
     ContractConfig,
+    MaintenanceConfig,
+    SegmentationConfig,
+    SkillBankConfig,
+)
+from coplay.config.tree import (
+    ClusterConfig,
     CoplayConfig,
     EndpointConfig,
     EngineConfig,
@@ -27,21 +43,14 @@ from coplay.config.tree import (
     LearnerConfig,
     LoggingConfig,
     LoopConfig,
-    LoraSpec,
-    MaintenanceConfig,
-    MaxTokens,
     ModelConfig,
     OpponentPoolConfig,
-    PerAdapter,
     RolloutConfig,
     RunConfig,
     SamplingConfig,
-    Section,
     SeedRange,
     SeedsConfig,
-    SegmentationConfig,
     SftConfig,
-    SkillBankConfig,
     TinyModelConfig,
 )
 

@@ -11,31 +11,16 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-GAME_KEYS = ("2048", "candy_crush", "tetris", "mario", "avalon", "diplomacy")
-ADAPTER_NAMES = ("act", "retrieve", "segment", "contract", "curator")
-DECISION_ADAPTERS = ("act", "retrieve")  # the decision agent's; the rest are the skill-bank agent's
-BANK_ADAPTERS = ("segment", "contract", "curator")
-DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-
-
-class Section(BaseModel):
-    """Base of every config section: unknown keys are errors, assignments are validated."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-    def with_values(self, changes: dict[str, Any]) -> Any:
-        """A validated copy with dotted keys changed, e.g. `{"segmentation.margin": 2.0}`."""
-        data = self.model_dump()
-        for dotted, value in changes.items():
-            node, (*parents, last) = data, dotted.split(".")
-            for part in parents:
-                node = node[part]
-            if last not in node:
-                raise KeyError(f"{type(self).__name__} has no key {dotted!r}")
-            node[last] = value
-        return type(self).model_validate(data)
+from coplay.config.adapters import (
+    AdapterLearningRates,
+    AdapterMinBatches,
+    AdapterSpecs,
+    MaxTokens,
+)
+from coplay.config.base import ADAPTER_NAMES, GAME_KEYS, Section
+from coplay.config.skill_bank import SkillBankConfig
 
 
 class TinyModelConfig(Section):
@@ -65,92 +50,6 @@ class ModelConfig(Section):
     trust_remote_code: bool = False
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "auto"
     tiny: TinyModelConfig = TinyModelConfig()
-
-
-class LoraSpec(Section):
-    """One LoRA adapter's shape (PEFT `LoraConfig`)."""
-
-    r: int = Field(16, ge=1, le=512)
-    alpha: int = Field(32, ge=1)
-    dropout: float = Field(0.05, ge=0.0, lt=1.0)
-    target_modules: list[str] = list(DEFAULT_LORA_TARGETS)
-
-
-class PerAdapter(Section):
-    """A value per adapter (keys `act` ... `curator`; an unknown key is an error naming the allowed ones).
-    Reads like a mapping: `m["act"]`, `m.get(a, default)` (default also where the value is unset),
-    `m.items()`, `dict(m)`, `"act" in m`, iteration over the adapter names."""
-
-    def __iter__(self) -> Any:  # type: ignore[override]  # a mapping iterates its keys
-        return iter(ADAPTER_NAMES)
-
-    def __len__(self) -> int:
-        return len(ADAPTER_NAMES)
-
-    def __contains__(self, adapter: object) -> bool:
-        return adapter in ADAPTER_NAMES
-
-    def __getitem__(self, adapter: str) -> Any:
-        if adapter not in ADAPTER_NAMES:
-            raise KeyError(f"unknown adapter {adapter!r}; expected one of {list(ADAPTER_NAMES)}")
-        return getattr(self, adapter)
-
-    def get(self, adapter: str, default: Any = None) -> Any:
-        value = getattr(self, adapter, None)
-        return default if value is None else value
-
-    def keys(self) -> list[str]:
-        return list(ADAPTER_NAMES)
-
-    def items(self) -> list[tuple[str, Any]]:
-        return [(a, getattr(self, a)) for a in ADAPTER_NAMES]
-
-    def values(self) -> list[Any]:
-        return [getattr(self, a) for a in ADAPTER_NAMES]
-
-    def set_values(self) -> dict[str, Any]:
-        """The adapters whose value is set (not None)."""
-        return {a: v for a, v in self.items() if v is not None}
-
-
-class AdapterSpecs(PerAdapter):
-    """`adapters`: the LoRA shape of each adapter."""
-
-    act: LoraSpec = LoraSpec()
-    retrieve: LoraSpec = LoraSpec()
-    segment: LoraSpec = LoraSpec()
-    contract: LoraSpec = LoraSpec()
-    curator: LoraSpec = LoraSpec()
-
-
-class MaxTokens(PerAdapter):
-    """`sampling.max_tokens`: the completion budget of each adapter's calls."""
-
-    act: int = Field(96, ge=1)
-    retrieve: int = Field(16, ge=1)
-    segment: int = Field(64, ge=1)
-    contract: int = Field(256, ge=1)
-    curator: int = Field(32, ge=1)
-
-
-class AdapterLearningRates(PerAdapter):
-    """`learner.adapter_lr`: a learning rate per adapter; unset: `learner.lr`."""
-
-    act: float | None = Field(None, gt=0.0)
-    retrieve: float | None = Field(None, gt=0.0)
-    segment: float | None = Field(None, gt=0.0)
-    contract: float | None = Field(None, gt=0.0)
-    curator: float | None = Field(None, gt=0.0)
-
-
-class AdapterMinBatches(PerAdapter):
-    """`sft.adapter_min_batches`: per-adapter override of `sft.min_batches_per_adapter`."""
-
-    act: int | None = Field(None, ge=0)
-    retrieve: int | None = Field(None, ge=0)
-    segment: int | None = Field(None, ge=0)
-    contract: int | None = Field(None, ge=0)
-    curator: int | None = Field(None, ge=0)
 
 
 class EndpointConfig(Section):
@@ -282,71 +181,6 @@ def _default_games() -> dict[str, GameConfig]:
     scales = {"2048": 0.01, "candy_crush": 0.05, "tetris": 0.1, "mario": 0.01, "avalon": 1.0,
               "diplomacy": 1.0}
     return {key: GameConfig(reward_scale=scales[key]) for key in GAME_KEYS}
-
-
-class BoundaryConfig(Section):
-    """Boundary proposal: where a trajectory may split into segments (feature changes around a step)."""
-
-    radius: int = Field(2, ge=0, description="steps on each side whose features a boundary score compares")
-    threshold: float = Field(1.0, ge=0.0, description="boundary score above which a step is a candidate cut")
-
-
-class SegmentationConfig(Section):
-    """Segmentation: the DP over candidate cuts labelling segments with skills (or NEW)."""
-
-    new_skill_penalty: float = Field(1.0, ge=0.0)
-    duration_prior: dict[str, float] = Field(
-        default_factory=lambda: {"2048": 6.0, "candy_crush": 4.0, "tetris": 5.0, "mario": 8.0, "avalon": 4.0,
-                                 "diplomacy": 3.0},
-        description="typical segment length (steps) per game: the segmentation's duration prior")
-    max_len: int = Field(40, ge=1, description="longest segment (steps)")
-    margin: float = Field(1.0, ge=0.0, description="label margins below this go to the segment adapter")
-    rank_weight: float = Field(1.0, ge=0.0, description="score bonus of the segment adapter's first choice")
-    max_prompts: int = Field(16, ge=0, description="segment-adapter prompts per update")
-
-
-class ContractConfig(Section):
-    """Contract learning: which literals are a skill's effects, and when an instance passes."""
-
-    eff_freq: float = Field(
-        0.5, gt=0.0, le=1.0, description="a literal holding in this share of instances is an effect")
-    pass_threshold: float = Field(0.7, gt=0.0, le=1.0)
-    literal_window: int = Field(2, ge=1, description="steps in a segment's start and end windows")
-    trivial_literal_rate: float = Field(
-        0.8, gt=0.0, le=1.0, description="literals holding in this share of all segments are not effects")
-    min_literals: int = Field(2, ge=1, description="a materialized skill's contract has at least this many")
-    refresh: int = Field(
-        4, ge=0, description="per update, skills that gained evidence (most first) whose protocol the "
-                             "contract adapter rewrites, besides the skills maintenance created or changed")
-    evidence_limit: int = Field(32, ge=1, description="recent instances kept per skill")
-
-
-class MaintenanceConfig(Section):
-    """Bank maintenance: the operations proposed to the curator (materialize, merge, split, retire)."""
-
-    min_instances: int = Field(3, ge=1)
-    merge_jaccard: float = Field(0.85, gt=0.0, le=1.0)
-    split_pass_rate: float = Field(0.7, gt=0.0, le=1.0)
-    split_child_pass_rate: float = Field(0.8, gt=0.0, le=1.0)
-    retire_after: int = Field(5, ge=1, description="R: iterations unused before retirement")
-    score_floor: float = Field(0.2, ge=0.0, le=1.0)
-    max_skills: int = Field(64, ge=1)
-    pending_limit: int = Field(256, ge=1, description="NEW instances kept for materialization")
-    size_penalty: float = Field(0.005, ge=0.0, description="bank quality penalty per skill")
-
-
-class SkillBankConfig(Section):
-    """The skill-bank agent (DESIGN.md §4): its stages' thresholds, and how it runs."""
-
-    use_model: bool = True
-    queue_size: int = Field(8, ge=1)
-    group_size: int = Field(4, ge=1, description="samples per bank-adapter prompt (GRPO group)")
-    heldout_every: int = Field(
-        4, ge=2, description="every k-th trajectory (sorted by episode id) is held out")
-    boundaries: BoundaryConfig = BoundaryConfig()
-    segmentation: SegmentationConfig = SegmentationConfig()
-    contracts: ContractConfig = ContractConfig()
-    maintenance: MaintenanceConfig = MaintenanceConfig()
 
 
 class LearnerConfig(Section):

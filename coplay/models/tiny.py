@@ -8,7 +8,6 @@ Never downloads anything.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -16,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from coplay.config import TinyModelConfig
+from coplay.files import sha256_bytes
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -36,7 +36,7 @@ def tiny_model_dir(cfg: TinyModelConfig) -> Path:
     """Where the model for `cfg` lives: `<cache>/tiny-<hash of the config>`."""
     spec = cfg.model_dump(exclude={"cache_dir"})
     spec["build_format"] = _BUILD_FORMAT
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+    digest = sha256_bytes(json.dumps(spec, sort_keys=True).encode())[:12]
     root = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
     return root / f"tiny-{digest}"
 

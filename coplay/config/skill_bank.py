@@ -1,0 +1,74 @@
+"""The skill-bank agent's sections of the config tree (DESIGN.md §4): boundaries, segmentation, contracts and
+maintenance, under `skill_bank`. Imports only pydantic.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from coplay.config.base import Section
+
+
+class BoundaryConfig(Section):
+    """Boundary proposal: where a trajectory may split into segments (feature changes around a step)."""
+
+    radius: int = Field(2, ge=0, description="steps on each side whose features a boundary score compares")
+    threshold: float = Field(1.0, ge=0.0, description="boundary score above which a step is a candidate cut")
+
+
+class SegmentationConfig(Section):
+    """Segmentation: the DP over candidate cuts labelling segments with skills (or NEW)."""
+
+    new_skill_penalty: float = Field(1.0, ge=0.0)
+    duration_prior: dict[str, float] = Field(
+        default_factory=lambda: {"2048": 6.0, "candy_crush": 4.0, "tetris": 5.0, "mario": 8.0, "avalon": 4.0,
+                                 "diplomacy": 3.0},
+        description="typical segment length (steps) per game: the segmentation's duration prior")
+    max_len: int = Field(40, ge=1, description="longest segment (steps)")
+    margin: float = Field(1.0, ge=0.0, description="label margins below this go to the segment adapter")
+    rank_weight: float = Field(1.0, ge=0.0, description="score bonus of the segment adapter's first choice")
+    max_prompts: int = Field(16, ge=0, description="segment-adapter prompts per update")
+
+
+class ContractConfig(Section):
+    """Contract learning: which literals are a skill's effects, and when an instance passes."""
+
+    eff_freq: float = Field(
+        0.5, gt=0.0, le=1.0, description="a literal holding in this share of instances is an effect")
+    pass_threshold: float = Field(0.7, gt=0.0, le=1.0)
+    literal_window: int = Field(2, ge=1, description="steps in a segment's start and end windows")
+    trivial_literal_rate: float = Field(
+        0.8, gt=0.0, le=1.0, description="literals holding in this share of all segments are not effects")
+    min_literals: int = Field(2, ge=1, description="a materialized skill's contract has at least this many")
+    refresh: int = Field(
+        4, ge=0, description="per update, skills that gained evidence (most first) whose protocol the "
+                             "contract adapter rewrites, besides the skills maintenance created or changed")
+    evidence_limit: int = Field(32, ge=1, description="recent instances kept per skill")
+
+
+class MaintenanceConfig(Section):
+    """Bank maintenance: the operations proposed to the curator (materialize, merge, split, retire)."""
+
+    min_instances: int = Field(3, ge=1)
+    merge_jaccard: float = Field(0.85, gt=0.0, le=1.0)
+    split_pass_rate: float = Field(0.7, gt=0.0, le=1.0)
+    split_child_pass_rate: float = Field(0.8, gt=0.0, le=1.0)
+    retire_after: int = Field(5, ge=1, description="R: iterations unused before retirement")
+    score_floor: float = Field(0.2, ge=0.0, le=1.0)
+    max_skills: int = Field(64, ge=1)
+    pending_limit: int = Field(256, ge=1, description="NEW instances kept for materialization")
+    size_penalty: float = Field(0.005, ge=0.0, description="bank quality penalty per skill")
+
+
+class SkillBankConfig(Section):
+    """The skill-bank agent (DESIGN.md §4): its stages' thresholds, and how it runs."""
+
+    use_model: bool = True
+    queue_size: int = Field(8, ge=1)
+    group_size: int = Field(4, ge=1, description="samples per bank-adapter prompt (GRPO group)")
+    heldout_every: int = Field(
+        4, ge=2, description="every k-th trajectory (sorted by episode id) is held out")
+    boundaries: BoundaryConfig = BoundaryConfig()
+    segmentation: SegmentationConfig = SegmentationConfig()
+    contracts: ContractConfig = ContractConfig()
+    maintenance: MaintenanceConfig = MaintenanceConfig()

@@ -58,7 +58,7 @@ class MemberResult:
 def repo_root() -> Path:
     """The checkout holding `benchmarks/` (the suite runs from the source tree, not from an installed
     wheel)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     if not (root / "benchmarks" / "__init__.py").is_file():
         raise FileNotFoundError(f"{root / 'benchmarks'}: no benchmarks package here; the suite runs from a "
                                 "coplay checkout (git clone, then `pip install -e .`)")

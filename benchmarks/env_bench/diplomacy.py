@@ -41,7 +41,8 @@ def time_env(seeds: list[int]) -> tuple[float, list[dict[str, Any]]]:
     finals, phases = [], 0
     elapsed = 0.0
     for seed in seeds:
-        env = DiplomacyEnv(max_phases=MAX_PHASES, negotiation_rounds=0)
+        # the raw loop starts from the standard opening (S1901M), so the env does too
+        env = DiplomacyEnv(max_phases=MAX_PHASES, negotiation_rounds=0, start_years=0)
         bots = {power: RandomBot(seed=1000 * seed + i, agent=power) for i, power in enumerate(POWERS)}
         start = time.process_time()
         observations, infos = env.reset(seed=seed)

@@ -37,7 +37,8 @@ def training_batch(cfg: CoplayConfig, trajectories: list[Trajectory], banks: Map
     learners = [t for t in trajectories if t.policy == "model"]
     for traj in learners:
         contract_of, holds = bank_lookups(banks, traj)
-        assign_rewards(traj, cfg.game[traj.game].reward_scale, contract_of, holds, cfg.learner.gamma)
+        assign_rewards(traj, cfg.game[traj.game].reward_scale, contract_of, holds, cfg.learner.gamma,
+                       cfg.skill_bank.contracts.literal_window)
     advantages = all_advantages(learners, bank_samples)
     samples = [s for t in learners for s in t.samples] + list(bank_samples)
     return [s for s in samples if s.sample_id in advantages], advantages

@@ -17,9 +17,11 @@
 
 An *activation* is a run of consecutive steps with the same `skill_id`; a new one starts when the skill id
 changes, when the previous step ended it (`success`, `abort`, `switch`), or when a `retrieve` sample is taken.
-Contract literals (DESIGN.md §4) compare the activation's first `features_before` with a later
-`features_after`: `f↑` (rose), `f↓` (fell), `b=true`, `b=false` (the boolean is now true / false and was
-not at the start). The bank is reached through two callables, so this module needs nothing from `skills`.
+A contract literal is "satisfied" at step t when the bank would read it as an effect of the activation's
+steps so far: `coplay.skills.literals.segment_literals` over steps [start, t] with the bank's
+`skill_bank.contracts.literal_window` (start and end windows, numbers by mean, booleans by majority). One
+definition serves the bank's contracts and these rewards, so a skill's contract and the reward for meeting it
+cannot disagree. The bank itself is reached through two callables.
 
 The segment / contract / curator rewards live with the skill bank. Pure Python: no torch, no ray.
 """
@@ -29,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from coplay.skills.literals import segment_literals
 from coplay.types import Step, Trajectory
 
 CONTRACT_BONUS = 0.1
@@ -41,27 +44,6 @@ ENDING_EVENTS = ("success", "abort", "switch")
 
 ContractLookup = Callable[[str], list[str]]  # skill id -> contract literals ("f↑", "b=true", ...)
 PreconditionCheck = Callable[[str, Mapping[str, float | int | bool]], bool]  # (skill id, features) -> holds
-
-
-def literal_holds(literal: str, start: Mapping[str, float | int | bool],
-                  now: Mapping[str, float | int | bool]) -> bool:
-    """Whether one contract literal holds between the `start` and `now` feature dicts.
-
-    A feature missing from either side makes the literal not hold. Unknown literal syntax is an error.
-    """
-    if literal.endswith("↑") or literal.endswith("↓"):
-        name = literal[:-1]
-        if name not in start or name not in now:
-            return False
-        delta = float(now[name]) - float(start[name])
-        return delta > 0 if literal.endswith("↑") else delta < 0
-    name, sep, value = literal.partition("=")
-    if sep and value in ("true", "false"):
-        if name not in start or name not in now:
-            return False
-        target = value == "true"
-        return bool(now[name]) is target and bool(start[name]) is not target
-    raise ValueError(f"contract literal {literal!r}: expected 'f↑', 'f↓', 'b=true' or 'b=false'")
 
 
 @dataclass(frozen=True)
@@ -98,19 +80,19 @@ def skill_activations(traj: Trajectory) -> list[Activation]:
 
 
 def act_step_rewards(
-    traj: Trajectory, scale: float, contract_of: ContractLookup, preconditions_hold: PreconditionCheck
+    traj: Trajectory, scale: float, contract_of: ContractLookup, preconditions_hold: PreconditionCheck,
+    window: int = 1,
 ) -> list[float]:
-    """r_t for every step of `traj` (formula in the module docstring)."""
+    """r_t for every step of `traj` (formula in the module docstring); `window`: the bank's literal window."""
     rewards = [scale * step.reward for step in traj.steps]
     for act in skill_activations(traj):
-        start_features = traj.steps[act.start].features_before
-        literals = contract_of(act.skill_id) if act.skill_id is not None else []
+        literals = set(contract_of(act.skill_id)) if act.skill_id is not None else set()
         satisfied: set[str] = set()
         for t in range(act.start, act.end + 1):
             step = traj.steps[t]
             if act.skill_id is None:
                 continue
-            now = {lit for lit in literals if literal_holds(lit, start_features, step.features_after)}
+            now = literals & segment_literals(traj.steps[act.start:t + 1], window)
             rewards[t] += CONTRACT_BONUS * len(now - satisfied)
             satisfied |= now
             if step.skill_event == "success":
@@ -133,7 +115,8 @@ def returns_to_go(rewards: list[float], gamma: float = 1.0) -> list[float]:
 
 
 def retrieve_rewards(
-    traj: Trajectory, scale: float, contract_of: ContractLookup, preconditions_hold: PreconditionCheck
+    traj: Trajectory, scale: float, contract_of: ContractLookup, preconditions_hold: PreconditionCheck,
+    window: int = 1,
 ) -> dict[str, float]:
     """R for every `retrieve` sample of `traj`, keyed by sample id (formula in the module docstring).
 
@@ -151,8 +134,8 @@ def retrieve_rewards(
             if act.skill_id is not None:
                 literals = contract_of(act.skill_id)
                 if literals:
-                    start, end = traj.steps[act.start].features_before, traj.steps[act.end].features_after
-                    share = sum(literal_holds(lit, start, end) for lit in literals) / len(literals)
+                    effects = segment_literals(traj.steps[act.start:act.end + 1], window)
+                    share = len(set(literals) & effects) / len(set(literals))
                     reward += RETRIEVE_CONTRACT_WEIGHT * share
                 if not preconditions_hold(act.skill_id, step.features_before):
                     reward -= RETRIEVE_PRECONDITION_PENALTY
@@ -166,13 +149,15 @@ def assign_rewards(
     contract_of: ContractLookup,
     preconditions_hold: PreconditionCheck,
     gamma: float = 1.0,
+    window: int = 1,
 ) -> None:
-    """Set `Sample.reward` in place: `act` samples get R_t of their step, `retrieve` samples their R."""
-    returns = returns_to_go(act_step_rewards(traj, scale, contract_of, preconditions_hold), gamma)
+    """Set `Sample.reward` in place: `act` samples get R_t of their step, `retrieve` samples their R
+    (`window`: the bank's `skill_bank.contracts.literal_window`)."""
+    returns = returns_to_go(act_step_rewards(traj, scale, contract_of, preconditions_hold, window), gamma)
     by_id = {s.sample_id: s for s in traj.samples}
     for t, step in enumerate(traj.steps):
         for sid in step.sample_ids:
             if sid in by_id and by_id[sid].adapter == "act":
                 by_id[sid].reward = returns[t]
-    for sid, reward in retrieve_rewards(traj, scale, contract_of, preconditions_hold).items():
+    for sid, reward in retrieve_rewards(traj, scale, contract_of, preconditions_hold, window).items():
         by_id[sid].reward = reward

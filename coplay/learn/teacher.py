@@ -5,7 +5,8 @@ Each example is the exact prompt the decision agent would see (the one prompt bu
 `coplay.agent.prompts`, the same bounded history, the same skill rendering) and the completion the format
 asks for: `act` from the bot's intention tag, one-line reason and action, with the skill of the step's
 segment active; `retrieve` at each segment start, answering the segment's skill when the bank shows it among
-the top k (else `SKILL: NONE`). An OpenAI-compatible teacher may answer the same `act` prompts instead
+the top k (else `SKILL: NONE`). The last step of a skill's segment, where the expert goes on with another
+skill, answers `SKILL: SWITCH`, so the switch rule (and its reward penalty) is in use from the cold start. An OpenAI-compatible teacher may answer the same `act` prompts instead
 (`openai_act_examples`). No torch, no ray.
 """
 
@@ -34,10 +35,12 @@ class ChatExample:
     completion: str
 
 
-def act_completion(game: str, intention: str, action: str) -> str:
-    """The `act` answer format for a teacher decision (`intention` is "<TAG> <reason>")."""
+def act_completion(game: str, intention: str, action: str, directive: str = "") -> str:
+    """The `act` answer format for a teacher decision (`intention` is "<TAG> <reason>"; `directive` "",
+    "KEEP" or "SWITCH" for the optional `SKILL:` line)."""
     key = "ORDERS:\n" if game in MULTI_LINE_GAMES else "ACTION: "
-    return f"INTENTION: {intention.strip()}\n{key}{action.strip()}"
+    skill = f"SKILL: {directive}\n" if directive else ""
+    return f"INTENTION: {intention.strip()}\n{skill}{key}{action.strip()}"
 
 
 SkillLabels = Callable[[Trajectory], tuple[Any, dict[int, str]]]
@@ -74,8 +77,10 @@ def expert_examples(game: str, seeds: list[int], rules: str, history_len: int = 
                 skill_text = skills.protocol_text(active) if (skills is not None and active) else None
                 messages = act_messages(game, rules, observation, legal, skill_text,
                                         history[-history_len:] if history_len else [])
-                examples.append(ChatExample("act", messages,
-                                            act_completion(game, step.intention, step.action)))
+                next_label = starts.get(step.t + 1)
+                switch = active is not None and next_label is not None and next_label != active
+                examples.append(ChatExample("act", messages, act_completion(
+                    game, step.intention, step.action, "SWITCH" if switch else "")))
                 history.append(HistoryEntry(step.t, step.intention, step.action, step.reward))
     return examples
 
@@ -111,9 +116,7 @@ def legal_actions_shown(messages: ChatMessages) -> list[str] | None:
 
 def _teacher_completion(game: str, parsed: ParsedAct) -> str:
     """A parsed teacher answer in the canonical `act` format (canonical legal action)."""
-    key = "ORDERS:\n" if game in MULTI_LINE_GAMES else "ACTION: "
-    skill = f"SKILL: {parsed.skill_directive}\n" if parsed.skill_directive else ""
-    return f"INTENTION: {parsed.intention}\n{skill}{key}{parsed.action}"
+    return act_completion(game, parsed.intention, parsed.action, parsed.skill_directive)
 
 
 async def _ask_endpoint(game: str, prompts: list[ChatMessages], endpoint: OpenAIEndpoint,

@@ -5,7 +5,7 @@ reaches the bank only through a `ModelCaller`.
 """
 
 from coplay.skills.caller import Completion, FunctionCaller, ModelCaller
-from coplay.skills.retrieval import contract_share, newly_satisfied, rank_skills, render_ranked, skill_status
+from coplay.skills.retrieval import rank_skills, render_ranked, skill_status
 from coplay.skills.schema import (
     Bank,
     BankError,
@@ -23,7 +23,7 @@ from coplay.skills.update import segment_with_bank, update_bank
 
 __all__ = [
     "Bank", "BankError", "Completion", "Contract", "FunctionCaller", "ModelCaller", "Skill", "SkillStats",
-    "UnknownSkillError", "bank_key_for", "bank_keys", "bank_versions", "contract_share", "load_bank",
-    "newly_satisfied", "rank_skills", "render_ranked", "save_bank", "segment_with_bank", "skill_status",
+    "UnknownSkillError", "bank_key_for", "bank_keys", "bank_versions", "load_bank",
+    "rank_skills", "render_ranked", "save_bank", "segment_with_bank", "skill_status",
     "update_bank",
 ]

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from coplay.skills.literals import FeatureView, literal_holds
+from coplay.skills.literals import FeatureView
 from coplay.skills.prompts import render_skill
 from coplay.skills.schema import Bank, Skill
 
@@ -74,19 +74,6 @@ def skill_status(skill: Skill, features: FeatureView, steps_active: int) -> str:
     if limit > 0 and steps_active > limit:
         return "abort"
     return "running"
-
-
-def newly_satisfied(skill: Skill, start: FeatureView, previous: FeatureView, now: FeatureView) -> list[str]:
-    """Contract literals that hold from the skill's start to now but did not up to the previous step
-    (the `act` reward's +0.1 each)."""
-    return [lit for lit in skill.contract.literals
-            if literal_holds(lit, start, now) and not literal_holds(lit, start, previous)]
-
-
-def contract_share(skill: Skill, start: FeatureView, end: FeatureView) -> float:
-    """Share of the skill's contract satisfied between two views (the `retrieve` reward's term)."""
-    lits = skill.contract.literals
-    return sum(literal_holds(lit, start, end) for lit in lits) / len(lits) if lits else 0.0
 
 
 def skills_by_id(bank: Bank, ids: Sequence[str]) -> Mapping[str, Skill]:

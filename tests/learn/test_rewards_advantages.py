@@ -16,11 +16,11 @@ from coplay.learn.advantages import (
 from coplay.learn.rewards import (
     act_step_rewards,
     assign_rewards,
-    literal_holds,
     retrieve_rewards,
     returns_to_go,
     skill_activations,
 )
+from coplay.skills.literals import segment_literals
 from coplay.types import Sample, Step, Trajectory
 
 CONTRACTS = {"merge": ["max_tile↑", "empty↓", "corner=true"], "clear": ["empty↑"]}
@@ -48,15 +48,19 @@ def _traj(eid: str, rewards: list[float], seed: int = 0, role: str = "solo",
                       samples=samples)
 
 
-def test_literals_compare_start_and_now():
-    start = {"max_tile": 4, "empty": 10, "corner": False}
-    assert literal_holds("max_tile↑", start, {"max_tile": 8})
-    assert not literal_holds("max_tile↓", start, {"max_tile": 8})
-    assert literal_holds("corner=true", start, {"corner": True})
-    assert not literal_holds("corner=false", start, {"corner": False})  # was already false: not "became"
-    assert not literal_holds("missing↑", start, {"max_tile": 8})
-    with pytest.raises(ValueError, match="contract literal"):
-        literal_holds("max_tile>3", start, start)
+def test_act_reward_reads_contract_literals_as_the_bank_does():
+    """The +0.1 per newly satisfied literal uses the bank's definition of an effect (window means over the
+    activation so far, `skill_bank.contracts.literal_window`), not a comparison of the first and the last
+    step: here x ends where it started (2 -> 2), yet over windows of 2 steps it rose (mean 1 -> 1.5)."""
+    befores, afters = [2, 0, 0, 1, 2], [0, 0, 1, 2, 2]
+    steps = [Step(t=t, observation="", action="", reward=0.0, score=0, skill_id="rise",
+                  features_before={"x": b}, features_after={"x": a}, sample_ids=[f"a{t}"])
+             for t, (b, a) in enumerate(zip(befores, afters, strict=True))]
+    traj = Trajectory(episode_id="e", game="2048", seat="solo", role="solo", seed=0, steps=steps,
+                      samples=[_sample(f"a{t}") for t in range(len(steps))])
+    assert "x↑" in segment_literals(steps[:4], window=2)  # what the bank reads as the segment's effect
+    rewards = act_step_rewards(traj, 1.0, lambda _: ["x↑"], lambda *_: False, window=2)
+    assert rewards == pytest.approx([0.0, 0.0, 0.0, 0.1, 0.0])
 
 
 def test_act_reward_adds_contract_success_abort_and_switch_terms():

@@ -4,7 +4,6 @@ agent's switch rule (and the reward's switch penalty) is in use from the cold st
 from __future__ import annotations
 
 import coplay_envs
-
 from coplay.agent.parsing import parse_act
 from coplay.config import CoplayConfig
 from coplay.learn.teacher import bank_labels, expert_examples

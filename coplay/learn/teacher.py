@@ -6,8 +6,9 @@ Each example is the exact prompt the decision agent would see (the one prompt bu
 asks for: `act` from the bot's intention tag, one-line reason and action, with the skill of the step's
 segment active; `retrieve` at each segment start, answering the segment's skill when the bank shows it among
 the top k (else `SKILL: NONE`). The last step of a skill's segment, where the expert goes on with another
-skill, answers `SKILL: SWITCH`, so the switch rule (and its reward penalty) is in use from the cold start. An OpenAI-compatible teacher may answer the same `act` prompts instead
-(`openai_act_examples`). No torch, no ray.
+skill, answers `SKILL: SWITCH`, so the switch rule (and its reward penalty) is in use from the cold start.
+An OpenAI-compatible teacher may answer the same `act` prompts instead (`openai_act_examples`). No torch,
+no ray.
 """
 
 from __future__ import annotations

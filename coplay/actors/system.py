@@ -102,6 +102,7 @@ class System:
         self.store = ArtifactStore.remote(str(run.root))
         gpu = actor_gpus(cfg.cluster.rollout_worker_gpus)
         self.workers = [RolloutWorker.options(name=f"{run.root.name}.worker-{i}", num_cpus=1, num_gpus=gpu,
+                                              resources=dict(cfg.cluster.rollout_worker_resources),
                                               max_restarts=restarts, max_concurrency=8, max_task_retries=0)
                         .remote(i, self.actor_config, self.store)
                         for i in range(cfg.rollout.workers)]

@@ -276,6 +276,21 @@ class ClusterConfig(Section):
     learner_rank_gpus: float | None = Field(
         None, ge=0.0,
         description="GPUs per learner rank; None: 1 on a cluster with GPUs, else 0 (a CPU slot)")
+    learner_rank_resources: dict[str, float] = Field(
+        {}, description="custom Ray resources each learner rank's bundle reserves, e.g. {learner: 1} to keep "
+                        "the ranks on nodes started with --resources='{\"learner\": 8}'")
+    rollout_worker_resources: dict[str, float] = Field(
+        {}, description="custom Ray resources each rollout worker reserves, e.g. {rollout: 1}")
+
+    @field_validator("learner_rank_resources", "rollout_worker_resources")
+    @classmethod
+    def _custom_resources(cls, value: dict[str, float]) -> dict[str, float]:
+        reserved = sorted(set(value) & {"CPU", "GPU", "memory", "object_store_memory"})
+        bad = sorted(k for k, v in value.items() if v <= 0)
+        if reserved or bad:
+            raise ValueError(f"custom resources {value}: {reserved or bad} not allowed; name custom "
+                             f"resources (CPU and GPU have their own keys) with amounts > 0")
+        return value
 
 
 class LoggingConfig(Section):

@@ -15,7 +15,7 @@ from pathlib import Path
 import ray
 
 from coplay.actors.system import System
-from coplay.config import CoplayConfig
+from coplay.config import CoplayConfig, require_trainable
 from coplay.driver.batch import train_on
 from coplay.driver.evaluation import evaluate
 from coplay.driver.metrics import MetricsLog, iteration_record
@@ -29,6 +29,7 @@ from coplay.security import ray_init_kwargs
 def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
     """Run the loop; returns the run folder. `resume`: an existing run folder to continue from its last
     checkpoint (`coplay.driver.state` says exactly what is restored)."""
+    require_trainable(cfg)
     run = RunDir.open(resume) if resume else RunDir.create(cfg.run.out_dir, cfg.run.name, cfg.to_yaml())
     if resume:
         resumable_checkpoint(run)

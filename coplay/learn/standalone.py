@@ -20,7 +20,7 @@ from pathlib import Path
 
 def train_from_shards(shards: Path, out: Path, config: str | None, overrides: list[str], resume: bool) -> int:
     """Train one learner step per shard of `shards` (module docstring); returns the exit status."""
-    from coplay.config import ConfigError, load_config
+    from coplay.config import ConfigError, load_config, require_trainable
     from coplay.files import append_line_atomic
     from coplay.learn.advantages import all_advantages
     from coplay.learn.checkpoint import latest_checkpoint
@@ -29,6 +29,7 @@ def train_from_shards(shards: Path, out: Path, config: str | None, overrides: li
 
     try:
         cfg = load_config(config, overrides)
+        require_trainable(cfg)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
+from ray.exceptions import RayTaskError
 from ray.util.placement_group import placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from coplay.artifacts.bundle import AdapterBundle
-from coplay.config import CoplayConfig
+from coplay.config import ConfigError, CoplayConfig
 from coplay.types import Sample, TrainStep
 
 
@@ -51,6 +52,14 @@ class LearnerRankImpl:
         self.listener: Any = None
         self.master: tuple[str, int] | None = None
         self.learner: Any = None
+
+    def check_memory(self) -> str:
+        """This rank's memory estimate against its device (`coplay.learn.memory`), before anything loads;
+        raises `LearnerMemoryError` when it cannot fit. Returns the estimate's line."""
+        from coplay.learn.memory import check_learner_memory
+        from coplay.models import default_device
+
+        return check_learner_memory(self.cfg, self.world_size, default_device()).describe()
 
     def rendezvous(self) -> tuple[str, int]:
         """Rank 0: open the group's listening socket on this node and report (address, port). A local run
@@ -146,6 +155,13 @@ class LearnerGroup:
             ).remote(r, world, dump)
             for r in range(world)
         ]
+        try:
+            self.memory: list[str] = ray.get([rank.check_memory.remote() for rank in self.ranks])
+        except RayTaskError as exc:  # a config that cannot fit: the one-line reason, not a remote traceback
+            self.shutdown()
+            if isinstance(exc.cause, ConfigError):
+                raise exc.cause from None
+            raise
         self.master: tuple[str, int] = ray.get(self.ranks[0].rendezvous.remote())
         self.places: list[RankPlace] = ray.get([rank.join.remote(*self.master) for rank in self.ranks])
 

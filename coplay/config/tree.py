@@ -201,6 +201,15 @@ class LearnerConfig(Section):
     grad_clip: float = Field(1.0, gt=0.0)
     gamma: float = Field(1.0, ge=0.0, le=1.0)
     bf16: bool | None = Field(None, description="None: bf16 on GPU, float32 on CPU")
+    gradient_checkpointing: bool = Field(
+        False, description="recompute each decoder layer in the backward pass instead of keeping its "
+                           "activations (long prompts, big models)")
+    max_seq_len: int | None = Field(
+        None, ge=1, description="longest prompt + completion the learner plans memory for; None: "
+                                "engine.max_model_len")
+    memory_budget_gib: float | None = Field(
+        None, gt=0.0, description="memory one learner rank may use; None: the GPU's memory (on CPU the host "
+                                  "memory available at start). A config whose estimate exceeds it is refused")
 
 
 class SftConfig(Section):

@@ -13,6 +13,7 @@ Bad shards are reported and skipped (the others still train).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -25,6 +26,8 @@ def train_from_shards(shards: Path, out: Path, config: str | None, overrides: li
     from coplay.learn.advantages import all_advantages
     from coplay.learn.checkpoint import latest_checkpoint
     from coplay.learn.learner import Learner
+    from coplay.learn.memory import check_learner_memory
+    from coplay.models import default_device
     from coplay.types import ShardError, read_shard
 
     try:
@@ -38,6 +41,11 @@ def train_from_shards(shards: Path, out: Path, config: str | None, overrides: li
         print(f"no *.msgpack shards in {shards}", file=sys.stderr)
         return 2
     out = Path(out)
+    try:
+        check_learner_memory(cfg, int(os.environ.get("WORLD_SIZE", "1")), default_device())
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     learner = Learner(cfg.model, cfg.adapters, cfg.learner, max_tokens=cfg.sampling.max_tokens,
                       seed=cfg.seeds.run)
     next_shard = 0

@@ -1,6 +1,7 @@
 """Learner rendezvous from rank 0 (issue 18 part 1) on a real local Ray cluster: two learner ranks join at the
 address and port rank 0 reported, train one step together, and every socket the run's processes listen on
-(Ray's, the ranks' torch.distributed store and gloo transport) is bound to loopback.
+(Ray's, the ranks' torch.distributed store and gloo transport) is bound to loopback. A group whose memory
+estimate exceeds its budget is refused before any rank loads a model, with the one-line reason.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def learner_group(tiny_model_config):
     from coplay.actors.learner_group import LearnerGroup
     from coplay.security import ray_init_kwargs
 
-    ray.init(**ray_init_kwargs(ClusterConfig(num_cpus=2, num_gpus=0)), logging_level="ERROR",
+    ray.init(**ray_init_kwargs(ClusterConfig(num_cpus=3, num_gpus=0)), logging_level="ERROR",
              log_to_driver=False)
     cfg = CoplayConfig.model_validate({
         "model": tiny_model_config.model_dump(mode="json"),
@@ -79,3 +80,15 @@ def test_a_live_local_learner_group_listens_on_loopback_only(learner_group):
     assert any(p == port for _, _, _, p in sockets), f"no process listens on the reported port {port}"
     exposed = [s for s in sockets if not is_loopback(s[2])]
     assert not exposed, f"sockets listening beyond loopback: {exposed}"
+
+
+def test_a_group_over_its_memory_budget_is_refused_with_the_one_line_reason(learner_group, tiny_model_config):
+    from coplay.actors.learner_group import LearnerGroup
+    from coplay.learn.memory import LearnerMemoryError
+
+    cfg = CoplayConfig.model_validate({
+        "model": tiny_model_config.model_dump(mode="json"),
+        "learner": {"backend": "torch", "ranks": 1, "memory_budget_gib": 0.01},
+    })
+    with pytest.raises(LearnerMemoryError, match=r"^learner memory per rank ~.* exceeds learner\.memory"):
+        LearnerGroup(cfg)

@@ -99,7 +99,7 @@ class System:
         # life, so restarting actors can always read their constructor arguments (Ray issue 53727)
         self.actor_config = ray.put(cfg.model_dump(mode="json"))
         restarts = cfg.cluster.max_restarts
-        self.store = ArtifactStore.remote(str(run.root))
+        self.store = ArtifactStore.remote(str(run.root), cfg.cluster.store_window)
         gpu = actor_gpus(cfg.cluster.rollout_worker_gpus)
         self.workers = [RolloutWorker.options(name=f"{run.root.name}.worker-{i}", num_cpus=1, num_gpus=gpu,
                                               resources=dict(cfg.cluster.rollout_worker_resources),

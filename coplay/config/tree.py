@@ -279,6 +279,9 @@ class ClusterConfig(Section):
     include_dashboard: bool = False
     max_restarts: int = Field(3, ge=0)
     artifact_max_failures: int = Field(3, ge=1)
+    store_window: int = Field(
+        8, ge=0, description="artifact versions the ArtifactStore holds in memory besides the serving set; "
+                             "older ones are read back from the run folder on demand")
     rollout_worker_gpus: float | None = Field(
         None, ge=0.0,
         description="GPUs per rollout worker; None: 1 on a cluster with GPUs, else 0 (a CPU slot)")

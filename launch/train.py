@@ -107,9 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, LaunchError) as exc:
         print(f"launch/train.py: {exc}", file=sys.stderr)
         return 2
+    from coplay.actors.learner_group import LearnerDiedError
     from coplay.loop import train
 
-    run_dir = train(cfg)
+    try:
+        run_dir = train(cfg)
+    except LearnerDiedError as exc:
+        print(f"launch/train.py: {exc}", file=sys.stderr)
+        return 2
     print(f"launch/train.py: run folder {Path(run_dir).resolve()}")
     return 0
 

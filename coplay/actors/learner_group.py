@@ -6,6 +6,11 @@ in a local run, its node address when `cluster.address` is set) and reports `(ad
 rank joins there (`coplay.learn.distributed.join_process_group`) and builds its learner. The driver's node
 plays no part, so a driver on a head without GPUs works. Every call goes to all ranks (ZeRO collectives need
 them all) and the group returns rank 0's answer. The training logic is `coplay.learn.learner.Learner`.
+
+A dead rank: the surviving ranks would wait inside a collective until the process group's timeout, so the
+group watches every call's futures as they finish; when a rank dies it kills the whole group at once and
+raises `LearnerDiedError`, one line that names the rank and says how to resume (`coplay train --resume
+RUN_DIR` continues exactly from the newest checkpoint). Ranks are named `<run folder>.learner-<r>`.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
-from ray.exceptions import RayTaskError
+from ray.exceptions import RayActorError, RayTaskError
 from ray.util.placement_group import placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -29,6 +34,10 @@ def actor_gpus(configured: float | None) -> float:
     if configured is not None:
         return configured
     return 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
+
+
+class LearnerDiedError(RuntimeError):
+    """A learner rank died: the group is gone and the run stops (the message says how to resume)."""
 
 
 @dataclass(frozen=True)
@@ -140,16 +149,21 @@ LearnerRank = ray.remote(LearnerRankImpl)
 class LearnerGroup:
     """Driver-side handle of the ranks: calls fan out to every rank; rank 0's result comes back."""
 
-    def __init__(self, cfg: CoplayConfig) -> None:
+    def __init__(self, cfg: CoplayConfig, name: str = "", resume_hint: str = "") -> None:
+        """`name`: the ranks' actor name prefix (`<name>.learner-<r>`; none when empty). `resume_hint`: what
+        `LearnerDiedError` tells the user to run."""
+        self.resume_hint = resume_hint
+        self.alive = True
         world = cfg.learner.ranks
         gpus = actor_gpus(cfg.cluster.learner_rank_gpus)
         bundle = {"CPU": 1, **({"GPU": gpus} if gpus else {}), **cfg.cluster.learner_rank_resources}
         self.pg = placement_group([bundle] * world, strategy="PACK")
         ray.get(self.pg.ready())
         dump = cfg.model_dump(mode="json")
+        named = [{"name": f"{name}.learner-{r}"} if name else {} for r in range(world)]
         self.ranks = [
             LearnerRank.options(
-                num_cpus=1, num_gpus=gpus, max_restarts=0,
+                num_cpus=1, num_gpus=gpus, max_restarts=0, **named[r],
                 scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=self.pg,
                                                                      placement_group_bundle_index=r),
             ).remote(r, world, dump)
@@ -166,7 +180,22 @@ class LearnerGroup:
         self.places: list[RankPlace] = ray.get([rank.join.remote(*self.master) for rank in self.ranks])
 
     def _all(self, method: str, *args: Any) -> Any:
-        return ray.get([getattr(rank, method).remote(*args) for rank in self.ranks])[0]
+        """Call `method` on every rank; rank 0's result. A rank that dies ends the group at once."""
+        if not self.alive:
+            raise LearnerDiedError(f"the learner group is gone (a rank died earlier); {self.resume_hint}")
+        refs = [getattr(rank, method).remote(*args) for rank in self.ranks]
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            try:
+                ray.get(ready[0])
+            except RayActorError as exc:
+                rank = refs.index(ready[0])
+                self.shutdown()
+                detail = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+                raise LearnerDiedError(f"learner rank {rank} died during {method} ({detail}); the run "
+                                       f"stopped. {self.resume_hint}".strip()) from None
+        return ray.get(refs[0])
 
     def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> TrainStep:
         return self._all("train_step", samples, advantages)
@@ -188,9 +217,12 @@ class LearnerGroup:
         return self._all("versions")
 
     def shutdown(self) -> None:
-        """Kill the ranks and free their placement group (another run may share the cluster)."""
+        """Kill the ranks and free their placement group (another run may share the cluster); once."""
         from ray.util.placement_group import remove_placement_group
 
-        for rank in self.ranks:
+        if not self.alive:
+            return
+        self.alive = False
+        for rank in getattr(self, "ranks", []):
             ray.kill(rank, no_restart=True)
         remove_placement_group(self.pg)

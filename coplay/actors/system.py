@@ -106,7 +106,9 @@ class System:
                                               max_restarts=restarts, max_concurrency=8, max_task_retries=0)
                         .remote(i, self.actor_config, self.store)
                         for i in range(cfg.rollout.workers)]
-        self.learner = LearnerGroup(cfg)
+        self.learner = LearnerGroup(
+            cfg, name=run.root.name,
+            resume_hint=f"Resume exactly from its newest checkpoint with: coplay train --resume {run.root}")
         self.bank = SkillBankActor.options(
             name=f"{run.root.name}.bank", num_cpus=0, max_restarts=restarts, max_task_retries=0
         ).remote(self.actor_config, self.store, self.workers)

@@ -92,3 +92,35 @@ def test_a_group_over_its_memory_budget_is_refused_with_the_one_line_reason(lear
     })
     with pytest.raises(LearnerMemoryError, match=r"^learner memory per rank ~.* exceeds learner\.memory"):
         LearnerGroup(cfg)
+
+
+def test_a_dead_rank_stops_the_group_at_once_with_how_to_resume(learner_group, tiny_model_config):
+    """Rank 1 dies while rank 0 would wait for it inside a collective: the call fails at once (not after the
+    process group's timeout) with one line naming the rank and the resume command. (Runs last: it ends the
+    module's group to free its CPUs.)"""
+    import time
+
+    import ray
+
+    from coplay.actors.learner_group import LearnerDiedError, LearnerGroup
+
+    learner_group.shutdown()
+    cfg = CoplayConfig.model_validate({
+        "model": tiny_model_config.model_dump(mode="json"),
+        "learner": {"backend": "torch", "ranks": 2, "micro_batch_size": 2},
+    })
+    group = LearnerGroup(cfg, name="kill-test", resume_hint="Resume with: coplay train --resume RUN")
+    try:
+        assert ray.get_actor("kill-test.learner-1") is not None
+        ray.kill(ray.get_actor("kill-test.learner-1"), no_restart=True)
+        started = time.monotonic()
+        with pytest.raises(LearnerDiedError) as info:
+            group.train_step(*batch(1, ("act",), n=4))
+        assert time.monotonic() - started < 60
+        message = str(info.value)
+        assert "\n" not in message and message.startswith("learner rank 1 died during train_step")
+        assert message.endswith("Resume with: coplay train --resume RUN")
+        with pytest.raises(LearnerDiedError, match="gone"):
+            group.versions()
+    finally:
+        group.shutdown()

@@ -167,6 +167,10 @@ class RolloutConfig(Section):
     retrieve_every: int = Field(0, ge=0, description="K: retrieval every K steps (0 = only when due)")
     top_k_skills: int = Field(3, ge=1)
     concurrent_episodes: int = Field(16, ge=1)
+    env_threads: int = Field(
+        0, ge=0, description="threads that step the envs off the worker's event loop, so a CPU-heavy env "
+                             "(Mario's emulator) steps while other episodes' model calls go on; 0: in the "
+                             "loop")
     opponents: OpponentPoolConfig = OpponentPoolConfig()
 
 

@@ -154,10 +154,21 @@ class System:
                                                       learner_step))
         return {adapter: versions[adapter] for adapter in bundles}
 
-    def sync(self, adapter_versions: dict[str, int], frozen_act: list[int], banks: dict[str, int]) -> None:
+    def sync(self, adapter_versions: dict[str, int], frozen_act: list[int], banks: dict[str, int],
+             keep_frozen: bool = False) -> None:
         """Every worker serves these versions (recorded in the store as the serving set first, so a worker
-        that restarts later pulls them by itself)."""
+        that restarts later pulls them by itself). `keep_frozen`: also keep the frozen `act` versions served
+        now (evaluation, so the next iteration does not load them again). A set larger than
+        `engine.max_loras` is refused (`coplay.driver.serving` keeps the loop's within it)."""
+        if keep_frozen:
+            served, _ = self.serving
+            current = dict(served).get("act") if served else None
+            frozen_act = sorted({*frozen_act, *(v for a, v in served if a == "act" and v != current
+                                               and v != adapter_versions.get("act"))})
         wanted = sorted({(a, v) for a, v in adapter_versions.items()} | {("act", v) for v in frozen_act})
+        if len(wanted) > self.cfg.engine.max_loras:
+            raise ValueError(f"serving set of {len(wanted)} adapter versions exceeds engine.max_loras="
+                             f"{self.cfg.engine.max_loras}: {wanted}")
         self.serving = (wanted, dict(banks))
         ray.get(self.store.set_serving.remote(wanted, dict(banks)))
         for i in range(len(self.workers)):

@@ -197,6 +197,14 @@ class LearnerGroup:
                                        f"stopped. {self.resume_hint}".strip()) from None
         return ray.get(refs[0])
 
+    def describe(self) -> dict[str, Any]:
+        """Where the group formed (logged with the cold start): the rendezvous rank 0 reported, each rank's
+        node and the rendezvous it joined, and each rank's memory estimate."""
+        from dataclasses import asdict
+
+        return {"rendezvous": list(self.master), "ranks": [asdict(p) for p in self.places],
+                "memory": list(self.memory)}
+
     def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> TrainStep:
         return self._all("train_step", samples, advantages)
 

@@ -21,6 +21,7 @@ def _config_show(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from coplay.actors.learner_group import LearnerDiedError
     from coplay.artifacts import ArtifactError
     from coplay.config import load_config
     from coplay.driver.state import ResumeError
@@ -35,7 +36,7 @@ def _train(args: argparse.Namespace) -> int:
             run_dir = train(load_config(config, args.overrides), resume=args.resume)
         else:
             run_dir = train(load_config(args.config, args.overrides))
-    except (ArtifactError, CheckpointError, ResumeError, RunDirError) as exc:
+    except (ArtifactError, CheckpointError, LearnerDiedError, ResumeError, RunDirError) as exc:
         print(f"coplay train: {exc}", file=sys.stderr)
         return 2
     print(f"run folder: {run_dir}")

@@ -15,12 +15,13 @@ from pathlib import Path
 import ray
 
 from coplay.actors.system import System
-from coplay.config import CoplayConfig
+from coplay.config import CoplayConfig, require_trainable
 from coplay.driver.batch import train_on
 from coplay.driver.evaluation import evaluate
 from coplay.driver.metrics import MetricsLog, iteration_record
 from coplay.driver.plans import iteration_plans
 from coplay.driver.schedule import bank_version_for, policy_step_for
+from coplay.driver.serving import frozen_opponents
 from coplay.driver.state import LoopState, fresh_state, resumable_checkpoint, resume_state, save_checkpoint
 from coplay.runs import RunDir
 from coplay.security import ray_init_kwargs
@@ -29,6 +30,7 @@ from coplay.security import ray_init_kwargs
 def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
     """Run the loop; returns the run folder. `resume`: an existing run folder to continue from its last
     checkpoint (`coplay.driver.state` says exactly what is restored)."""
+    require_trainable(cfg)
     run = RunDir.open(resume) if resume else RunDir.create(cfg.run.out_dir, cfg.run.name, cfg.to_yaml())
     if resume:
         resumable_checkpoint(run)
@@ -45,7 +47,7 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
         for k in range(state.next_iteration, cfg.loop.iterations + 1):
             t0 = time.perf_counter()
             versions, bank_versions = state.ledger.at(policy_step_for(k, s)), state.banks.for_iteration(k)
-            frozen = [v for v in state.ledger.act_versions() if v != versions["act"]]
+            frozen = frozen_opponents(cfg, state.ledger.act_versions(), versions["act"])
             system.sync(versions, frozen, bank_versions)
             t_sync = time.perf_counter()
             rollouts = system.launch(k, iteration_plans(cfg, k, versions, frozen, bank_version_for(k)))

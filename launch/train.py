@@ -19,7 +19,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from coplay.config import ConfigError, CoplayConfig, load_config
+from coplay.config import ConfigError, CoplayConfig, load_config, require_trainable
 
 CLUSTER_ADDRESS = "auto"
 
@@ -101,14 +101,20 @@ def main(argv: list[str] | None = None) -> int:
         if args.print_config:
             print(cfg.to_yaml(), end="")
             return 0
+        require_trainable(cfg)
         check_run_dir_is_absolute(cfg)
         check_envs_match_working_dir(Path.cwd())
     except (ConfigError, LaunchError) as exc:
         print(f"launch/train.py: {exc}", file=sys.stderr)
         return 2
+    from coplay.actors.learner_group import LearnerDiedError
     from coplay.loop import train
 
-    run_dir = train(cfg)
+    try:
+        run_dir = train(cfg)
+    except LearnerDiedError as exc:
+        print(f"launch/train.py: {exc}", file=sys.stderr)
+        return 2
     print(f"launch/train.py: run folder {Path(run_dir).resolve()}")
     return 0
 

@@ -111,3 +111,42 @@ def test_the_republish_policy_stops_after_the_configured_failures():
     with pytest.raises(ArtifactError, match="3 times"):
         policy.refused(bad)
     assert policy.counts() == {"adapter:act@v3": 3, "bank:2048@v1": 1}
+
+
+def test_the_ledger_holds_the_serving_set_and_a_window_and_reads_older_versions_back(tmp_path):
+    run = RunDir.create(tmp_path, "w", "{}\n")
+    ledger = ArtifactLedger(run, window=3)
+    published = {}
+    for v in range(1, 21):
+        files = {"adapter_config.json": b'{"r": 8}', "adapter_model.safetensors": bytes([v]) * 1000}
+        ledger.publish_adapter("act", v, files, bundle_sha256(files), learner_step=v)
+        published[v] = files
+        ledger.pin([("act", v), ("act", 1)], {})  # the current version and a frozen opponent
+        assert len(ledger.held) <= 3 + 2
+    assert ledger.held_bytes() <= 5 * 1010 < 20 * 1000
+    assert {("adapter", "act", 1), ("adapter", "act", 20)} <= set(ledger.held)
+    assert ("adapter", "act", 5) not in ledger.held
+    assert ledger.get_adapter("act", 5)[0].files == published[5] and ledger.reads == 1
+    (run.adapter_dir("act", 6) / "adapter_model.safetensors").write_bytes(b"corrupt")
+    with pytest.raises(ArtifactError, match="adapter_model.safetensors"):
+        ledger.get_adapter("act", 6)
+
+
+def test_a_ledger_rebuilt_from_the_run_folder_knows_every_version_and_skips_bad_manifests(tmp_path):
+    run = RunDir.create(tmp_path, "r", "{}\n")
+    first = ArtifactLedger(run, window=1)
+    files = _bundle(b"1")
+    adapter = first.publish_adapter("retrieve", 3, files, bundle_sha256(files), learner_step=2)
+    bank = first.publish_bank("avalon/good", 2, b'{"v": 2}', iteration=2)
+    other = _bundle(b"2")
+    first.publish_adapter("act", 1, other, bundle_sha256(other), learner_step=1)
+    broken = run.adapter_dir("act", 2)
+    broken.mkdir(parents=True)
+    (broken / "manifest.json").write_text("{not json")
+    (run.root / "adapters" / "act" / ".v3.tmp").mkdir()  # a version the store died while writing
+    rebuilt = ArtifactLedger.from_run(run, window=1)
+    assert rebuilt.adapters == {("retrieve", 3): adapter, ("act", 1): first.adapters[("act", 1)]}
+    assert rebuilt.banks == {("avalon/good", 2): bank} and rebuilt.held_bytes() == 0
+    assert len(rebuilt.skipped) == 1 and "act/v2/manifest.json" in rebuilt.skipped[0]
+    assert rebuilt.get_adapter("retrieve", 3)[0].files == files
+    assert rebuilt.get_bank("avalon/good", 2)[0] == b'{"v": 2}'

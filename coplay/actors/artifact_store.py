@@ -2,7 +2,12 @@
 in the run folder, acknowledgements (DESIGN.md §6). The logic is `coplay.artifacts.ledger.ArtifactLedger`.
 
 Besides the ledger it remembers the *serving set* (the adapter and bank versions the driver last asked every
-worker to serve), so a restarted or newly added RolloutWorker pulls the current versions by itself.
+worker to serve), so a restarted or newly added RolloutWorker pulls the current versions by itself; the
+serving set's bytes stay in memory, other versions only within `cluster.store_window` (older ones are read
+back from the run folder on demand). The serving set is also written to the run folder (`serving.json`).
+
+A restarted store (Ray restarts it, `max_restarts=-1`) rebuilds its ledger from the run folder's manifests
+and its serving set from `serving.json`, so every later pull succeeds.
 
 Test hook: `testing_corrupt_deliveries(kind, name, version, count)` makes the next `count` deliveries of one
 version hand out flipped bytes (the run-folder copy and the recorded checksum stay intact), to exercise the
@@ -11,11 +16,15 @@ corrupt-artifact protocol on a real cluster. Nothing in a run calls it.
 
 from __future__ import annotations
 
+import json
+import warnings
 from pathlib import Path
 
 import ray
 
 from coplay.artifacts import ADAPTER_WEIGHTS, AdapterBundle, ArtifactLedger
+from coplay.artifacts.ledger import DEFAULT_WINDOW
+from coplay.files import write_json_atomic
 from coplay.runs import RunDir
 from coplay.types import AdapterVersion, BankVersion
 
@@ -32,11 +41,45 @@ def _flipped(data: bytes) -> bytes:
 class ArtifactStore:
     """Holds every published version; workers pull by version and acknowledge the checksum they loaded."""
 
-    def __init__(self, run_root: str | None) -> None:
-        self.ledger = ArtifactLedger(RunDir.open(Path(run_root)) if run_root else None)
+    def __init__(self, run_root: str | None, window: int = DEFAULT_WINDOW) -> None:
+        run = RunDir.open(Path(run_root)) if run_root else None
+        with warnings.catch_warnings():  # Ray's property reads its own deprecated `actor_id` inside
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
         self.serving_adapters: list[tuple[str, int]] = []
         self.serving_banks: dict[str, int] = {}
         self.corrupt_next: dict[tuple[str, str, int], int] = {}  # test hook: deliveries left to corrupt
+        if run is not None and self.restarted:
+            self.ledger = ArtifactLedger.from_run(run, window)
+            self._load_serving(run)
+        else:
+            self.ledger = ArtifactLedger(run, window)
+
+    def _serving_path(self) -> Path | None:
+        return self.ledger.run.root / "serving.json" if self.ledger.run is not None else None
+
+    def _load_serving(self, run: RunDir) -> None:
+        path = run.root / "serving.json"
+        if path.exists():
+            data = json.loads(path.read_text())
+            self.set_serving([(a, int(v)) for a, v in data["adapters"]],
+                             {k: int(v) for k, v in data["banks"].items()})
+
+    def ping(self) -> bool:
+        return True
+
+    def pid(self) -> int:
+        """The actor's process id (memory measurements)."""
+        import os
+
+        return os.getpid()
+
+    def memory(self) -> dict[str, int]:
+        """What the store holds: payload bytes in memory, versions held, versions known, reads from the run
+        folder, whether this incarnation is a restart."""
+        return {"held_bytes": self.ledger.held_bytes(), "held_versions": len(self.ledger.held),
+                "versions": len(self.ledger.adapters) + len(self.ledger.banks), "reads": self.ledger.reads,
+                "restarted": int(self.restarted)}
 
     # ------------------------------------------------------------------ adapters
     def publish_adapter(self, adapter: str, version: int, files: dict[str, bytes], sha256: str,
@@ -75,10 +118,17 @@ class ArtifactStore:
     def bank_versions(self) -> list[tuple[str, int]]:
         return sorted(self.ledger.banks)
 
+    def adapter_versions(self) -> list[tuple[str, int]]:
+        return sorted(self.ledger.adapters)
+
     # ------------------------------------------------------------------ serving set, acks
     def set_serving(self, adapters: list[tuple[str, int]], banks: dict[str, int]) -> None:
         """What every worker must serve now (recorded by the driver before each sync)."""
-        self.serving_adapters, self.serving_banks = [tuple(a) for a in adapters], dict(banks)
+        self.serving_adapters, self.serving_banks = [(str(a), int(v)) for a, v in adapters], dict(banks)
+        self.ledger.pin(self.serving_adapters, self.serving_banks)
+        path = self._serving_path()
+        if path is not None:
+            write_json_atomic(path, {"adapters": self.serving_adapters, "banks": self.serving_banks})
 
     def serving(self) -> tuple[list[tuple[str, int]], dict[str, int]]:
         return list(self.serving_adapters), dict(self.serving_banks)

@@ -1,21 +1,30 @@
 """The LearnerGroup: N learner ranks (Ray actors on a placement group, one per GPU or CPU slot) forming one
 torch.distributed group for DeepSpeed; rank 0 publishes adapter versions (DESIGN.md §6).
 
-Every call goes to all ranks (ZeRO collectives need them all) and the group returns rank 0's answer.
-The training logic is `coplay.learn.learner.Learner`.
+Rendezvous from rank 0: the ranks start empty; rank 0 opens a listening socket on its own node (127.0.0.1
+in a local run, its node address when `cluster.address` is set) and reports `(address, port)`; then every
+rank joins there (`coplay.learn.distributed.join_process_group`) and builds its learner. The driver's node
+plays no part, so a driver on a head without GPUs works. Every call goes to all ranks (ZeRO collectives need
+them all) and the group returns rank 0's answer. The training logic is `coplay.learn.learner.Learner`.
+
+A dead rank: the surviving ranks would wait inside a collective until the process group's timeout, so the
+group watches every call's futures as they finish; when a rank dies it kills the whole group at once and
+raises `LearnerDiedError`, one line that names the rank and says how to resume (`coplay train --resume
+RUN_DIR` continues exactly from the newest checkpoint). Ranks are named `<run folder>.learner-<r>`.
 """
 
 from __future__ import annotations
 
-import os
+from dataclasses import dataclass
 from typing import Any
 
 import ray
+from ray.exceptions import RayActorError, RayTaskError
 from ray.util.placement_group import placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from coplay.artifacts.bundle import AdapterBundle
-from coplay.config import CoplayConfig
+from coplay.config import ConfigError, CoplayConfig
 from coplay.types import Sample, TrainStep
 
 
@@ -27,21 +36,70 @@ def actor_gpus(configured: float | None) -> float:
     return 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
 
 
-class LearnerRankImpl:
-    """One rank: the process-group environment, then a `Learner`."""
+class LearnerDiedError(RuntimeError):
+    """A learner rank died: the group is gone and the run stops (the message says how to resume)."""
 
-    def __init__(self, rank: int, world_size: int, master_addr: str, master_port: int,
-                 cfg: dict[str, Any]) -> None:
-        os.environ.update({"RANK": str(rank), "LOCAL_RANK": "0", "WORLD_SIZE": str(world_size),
-                           "MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port)})
+
+@dataclass(frozen=True)
+class RankPlace:
+    """Where a rank runs and which rendezvous it joined (operators and tests check it)."""
+
+    rank: int
+    node_id: str
+    node_ip: str
+    master_addr: str
+    master_port: int
+
+
+class LearnerRankImpl:
+    """One rank: created empty; rank 0 reports a rendezvous (`rendezvous`), every rank `join`s it and builds
+    its `Learner`."""
+
+    def __init__(self, rank: int, world_size: int, cfg: dict[str, Any]) -> None:
+        self.cfg = CoplayConfig.model_validate(cfg)
+        self.rank, self.world_size = rank, world_size
+        self.listener: Any = None
+        self.master: tuple[str, int] | None = None
+        self.learner: Any = None
+
+    def check_memory(self) -> str:
+        """This rank's memory estimate against its device (`coplay.learn.memory`), before anything loads;
+        raises `LearnerMemoryError` when it cannot fit. Returns the estimate's line."""
+        from coplay.learn.memory import check_learner_memory
+        from coplay.models import default_device
+
+        return check_learner_memory(self.cfg, self.world_size, default_device()).describe()
+
+    def rendezvous(self) -> tuple[str, int]:
+        """Rank 0: open the group's listening socket on this node and report (address, port). A local run
+        (no `cluster.address`) binds loopback only."""
+        from coplay.learn.distributed import LOOPBACK, open_rendezvous
+
+        if self.rank != 0:
+            raise RuntimeError(f"rank {self.rank} asked to host the rendezvous; rank 0 hosts it")
+        host = LOOPBACK if self.cfg.cluster.address is None else ray.util.get_node_ip_address()
+        self.listener = open_rendezvous(host)
+        return host, int(self.listener.getsockname()[1])
+
+    def join(self, master_addr: str, master_port: int) -> RankPlace:
+        """Join the process group at rank 0's address, then build the learner (collective: every rank's
+        `join` runs at once)."""
+        from coplay.learn.distributed import join_process_group
         from coplay.learn.learner import Learner
         from coplay.models import default_device
 
+        listener, self.listener = self.listener, None
+        join_process_group(self.rank, self.world_size, master_addr, master_port, listener)
+        self.master = (master_addr, master_port)
         default_device()
-        self.cfg = CoplayConfig.model_validate(cfg)
-        self.rank = rank
         self.learner = Learner(self.cfg.model, self.cfg.adapters, self.cfg.learner,
                                self.cfg.sampling.max_tokens, seed=self.cfg.seeds.run)
+        return self.place()
+
+    def place(self) -> RankPlace:
+        ctx = ray.get_runtime_context()
+        addr, port = self.master or ("", 0)
+        return RankPlace(self.rank, ctx.get_node_id(), ray.util.get_node_ip_address(), addr, port)
 
     def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> TrainStep:
         metrics = self.learner.train_step(samples, advantages)
@@ -91,27 +149,61 @@ LearnerRank = ray.remote(LearnerRankImpl)
 class LearnerGroup:
     """Driver-side handle of the ranks: calls fan out to every rank; rank 0's result comes back."""
 
-    def __init__(self, cfg: CoplayConfig) -> None:
-        from coplay.learn.distributed import free_port
-
+    def __init__(self, cfg: CoplayConfig, name: str = "", resume_hint: str = "") -> None:
+        """`name`: the ranks' actor name prefix (`<name>.learner-<r>`; none when empty). `resume_hint`: what
+        `LearnerDiedError` tells the user to run."""
+        self.resume_hint = resume_hint
+        self.alive = True
         world = cfg.learner.ranks
         gpus = actor_gpus(cfg.cluster.learner_rank_gpus)
-        self.pg = placement_group([{"CPU": 1, **({"GPU": gpus} if gpus else {})}] * world, strategy="PACK")
+        bundle = {"CPU": 1, **({"GPU": gpus} if gpus else {}), **cfg.cluster.learner_rank_resources}
+        self.pg = placement_group([bundle] * world, strategy="PACK")
         ray.get(self.pg.ready())
-        master = ray.util.get_node_ip_address() if cfg.cluster.address else "127.0.0.1"
-        port = free_port()
         dump = cfg.model_dump(mode="json")
+        named = [{"name": f"{name}.learner-{r}"} if name else {} for r in range(world)]
         self.ranks = [
             LearnerRank.options(
-                num_cpus=1, num_gpus=gpus, max_restarts=0,
+                num_cpus=1, num_gpus=gpus, max_restarts=0, **named[r],
                 scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=self.pg,
                                                                      placement_group_bundle_index=r),
-            ).remote(r, world, master, port, dump)
+            ).remote(r, world, dump)
             for r in range(world)
         ]
+        try:
+            self.memory: list[str] = ray.get([rank.check_memory.remote() for rank in self.ranks])
+        except RayTaskError as exc:  # a config that cannot fit: the one-line reason, not a remote traceback
+            self.shutdown()
+            if isinstance(exc.cause, ConfigError):
+                raise exc.cause from None
+            raise
+        self.master: tuple[str, int] = ray.get(self.ranks[0].rendezvous.remote())
+        self.places: list[RankPlace] = ray.get([rank.join.remote(*self.master) for rank in self.ranks])
 
     def _all(self, method: str, *args: Any) -> Any:
-        return ray.get([getattr(rank, method).remote(*args) for rank in self.ranks])[0]
+        """Call `method` on every rank; rank 0's result. A rank that dies ends the group at once."""
+        if not self.alive:
+            raise LearnerDiedError(f"the learner group is gone (a rank died earlier); {self.resume_hint}")
+        refs = [getattr(rank, method).remote(*args) for rank in self.ranks]
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            try:
+                ray.get(ready[0])
+            except RayActorError as exc:
+                rank = refs.index(ready[0])
+                self.shutdown()
+                detail = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+                raise LearnerDiedError(f"learner rank {rank} died during {method} ({detail}); the run "
+                                       f"stopped. {self.resume_hint}".strip()) from None
+        return ray.get(refs[0])
+
+    def describe(self) -> dict[str, Any]:
+        """Where the group formed (logged with the cold start): the rendezvous rank 0 reported, each rank's
+        node and the rendezvous it joined, and each rank's memory estimate."""
+        from dataclasses import asdict
+
+        return {"rendezvous": list(self.master), "ranks": [asdict(p) for p in self.places],
+                "memory": list(self.memory)}
 
     def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> TrainStep:
         return self._all("train_step", samples, advantages)
@@ -133,9 +225,12 @@ class LearnerGroup:
         return self._all("versions")
 
     def shutdown(self) -> None:
-        """Kill the ranks and free their placement group (another run may share the cluster)."""
+        """Kill the ranks and free their placement group (another run may share the cluster); once."""
         from ray.util.placement_group import remove_placement_group
 
-        for rank in self.ranks:
+        if not self.alive:
+            return
+        self.alive = False
+        for rank in getattr(self, "ranks", []):
             ray.kill(rank, no_restart=True)
         remove_placement_group(self.pg)

@@ -84,7 +84,7 @@ class RolloutWorkerImpl:
     def rollout(self, plans: list[EpisodePlan], iteration: int, index: int = 0) -> RolloutResult:
         """Play the plans; returns the shard (msgpack bytes) and counters."""
         ctx = RunnerContext(engine=self.engine, rules=self.rules, skills_for=self._skills_for,
-                            run_seed=self.cfg.seeds.run)
+                            run_seed=self.cfg.seeds.run, env_threads=self.cfg.rollout.env_threads)
         started = time.perf_counter()
         trajectories = asyncio.run(play_episodes(ctx, plans, self.cfg.rollout.concurrent_episodes))
         seconds = time.perf_counter() - started

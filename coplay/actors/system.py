@@ -28,6 +28,7 @@ from coplay.artifacts import ArtifactError, RepublishPolicy
 from coplay.config import BANK_ADAPTERS, CoplayConfig
 from coplay.driver.records import CollectStats, IterationData
 from coplay.driver.schedule import BankSchedule, VersionLedger
+from coplay.driver.spread import spread_plans
 from coplay.rollout.model_episodes import EpisodePlan
 from coplay.runs import RunDir
 from coplay.skills.schema import Bank
@@ -99,13 +100,16 @@ class System:
         # life, so restarting actors can always read their constructor arguments (Ray issue 53727)
         self.actor_config = ray.put(cfg.model_dump(mode="json"))
         restarts = cfg.cluster.max_restarts
-        self.store = ArtifactStore.remote(str(run.root))
+        self.store = ArtifactStore.remote(str(run.root), cfg.cluster.store_window)
         gpu = actor_gpus(cfg.cluster.rollout_worker_gpus)
         self.workers = [RolloutWorker.options(name=f"{run.root.name}.worker-{i}", num_cpus=1, num_gpus=gpu,
+                                              resources=dict(cfg.cluster.rollout_worker_resources),
                                               max_restarts=restarts, max_concurrency=8, max_task_retries=0)
                         .remote(i, self.actor_config, self.store)
                         for i in range(cfg.rollout.workers)]
-        self.learner = LearnerGroup(cfg)
+        self.learner = LearnerGroup(
+            cfg, name=run.root.name,
+            resume_hint=f"Resume exactly from its newest checkpoint with: coplay train --resume {run.root}")
         self.bank = SkillBankActor.options(
             name=f"{run.root.name}.bank", num_cpus=0, max_restarts=restarts, max_task_retries=0
         ).remote(self.actor_config, self.store, self.workers)
@@ -150,10 +154,21 @@ class System:
                                                       learner_step))
         return {adapter: versions[adapter] for adapter in bundles}
 
-    def sync(self, adapter_versions: dict[str, int], frozen_act: list[int], banks: dict[str, int]) -> None:
+    def sync(self, adapter_versions: dict[str, int], frozen_act: list[int], banks: dict[str, int],
+             keep_frozen: bool = False) -> None:
         """Every worker serves these versions (recorded in the store as the serving set first, so a worker
-        that restarts later pulls them by itself)."""
+        that restarts later pulls them by itself). `keep_frozen`: also keep the frozen `act` versions served
+        now (evaluation, so the next iteration does not load them again). A set larger than
+        `engine.max_loras` is refused (`coplay.driver.serving` keeps the loop's within it)."""
+        if keep_frozen:
+            served, _ = self.serving
+            current = dict(served).get("act") if served else None
+            frozen_act = sorted({*frozen_act, *(v for a, v in served if a == "act" and v != current
+                                               and v != adapter_versions.get("act"))})
         wanted = sorted({(a, v) for a, v in adapter_versions.items()} | {("act", v) for v in frozen_act})
+        if len(wanted) > self.cfg.engine.max_loras:
+            raise ValueError(f"serving set of {len(wanted)} adapter versions exceeds engine.max_loras="
+                             f"{self.cfg.engine.max_loras}: {wanted}")
         self.serving = (wanted, dict(banks))
         ray.get(self.store.set_serving.remote(wanted, dict(banks)))
         for i in range(len(self.workers)):
@@ -214,11 +229,10 @@ class System:
 
     # ------------------------------------------------------------------ rollouts and bank
     def launch(self, iteration: int, plans: list[EpisodePlan]) -> Rollouts:
-        """Split the plans over the workers (round robin, whole GRPO groups stay together)."""
+        """Spread the plans over the workers (`coplay.driver.spread`: whole GRPO groups round robin, or
+        groups split when there are fewer groups than workers, so no worker idles)."""
         n = len(self.workers)
-        chunks: list[list[EpisodePlan]] = [[] for _ in range(n)]
-        for i, plan in enumerate(plans):
-            chunks[(i // self.cfg.rollout.group_size) % n].append(plan)
+        chunks = spread_plans(plans, n)
         slots = [i for i in range(n) if chunks[i]]
         chunks = [chunks[i] for i in slots]
         refs = [self.workers[w].rollout.remote(chunk, iteration)
@@ -317,11 +331,33 @@ class System:
 
     def restore_artifacts(self, ledger: VersionLedger, banks: BankSchedule) -> None:
         """Adopt every adapter version the ledger names and every bank version the bank schedule names from
-        the run folder into the (fresh) store (`coplay train --resume`), each checked against its manifest."""
+        the run folder into the (fresh) store (`coplay train --resume`), each checked against its manifest.
+        Versions the stopped run published after its checkpoint are removed first: the resumed run makes
+        them again (the same bytes with staleness 0), and a version is never overwritten."""
         adapters = sorted({(a, v) for versions in ledger.steps.values() for a, v in versions.items()})
-        ray.get([self.store.restore_adapter.remote(a, v) for a, v in adapters])
         bank_versions = sorted({(key, v) for versions in banks.built.values() for key, v in versions.items()})
+        self._remove_versions_after(dict(adapters), dict(bank_versions))
+        ray.get([self.store.restore_adapter.remote(a, v) for a, v in adapters])
         ray.get([self.store.restore_bank.remote(key, v) for key, v in bank_versions])
+
+    def _remove_versions_after(self, adapters: dict[str, int], banks: dict[str, int]) -> None:
+        """Delete adapter and bank versions newer than the newest the checkpoint names (as faults)."""
+        import shutil
+
+        from coplay.artifacts.manifest import bank_manifest_path
+
+        for folder in sorted(self.run.root.glob("adapters/*/v*")):
+            name, version = folder.parent.name, folder.name[1:]
+            if folder.is_dir() and version.isdigit() and int(version) > adapters.get(name, 0):
+                shutil.rmtree(folder)
+                self._fault("versions_after_checkpoint_removed", f"{name}@v{version}")
+        root = self.run.root / "banks"
+        for path in sorted(root.rglob("v*.json")) if root.is_dir() else []:
+            key, version = path.parent.relative_to(root).as_posix(), path.stem[1:]
+            if version.isdigit() and int(version) > banks.get(key, 0):
+                bank_manifest_path(path).unlink(missing_ok=True)
+                path.unlink()
+                self._fault("versions_after_checkpoint_removed", f"bank:{key}@v{version}")
 
     def seed_banks(self, trajectories: list[Trajectory]) -> dict[str, int]:
         return ray.get(self.bank.seed_banks.remote(trajectories, 0))

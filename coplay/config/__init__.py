@@ -5,6 +5,7 @@
     adapters.py    LoRA shapes and the typed per-adapter mappings
     skill_bank.py  the skill-bank agent's sections (boundaries, segmentation, contracts, maintenance)
     loading.py     YAML files (`extends:`), dotted overrides that merge like YAML, `ConfigError`
+    training.py    what a config must pass to train (`require_trainable`), not to evaluate or play
 
 Import from here (`from coplay.config import CoplayConfig, load_config`). Imports only pydantic and yaml.
 """
@@ -33,6 +34,7 @@ from coplay.config.skill_bank import (
     SegmentationConfig,
     SkillBankConfig,
 )
+from coplay.config.training import require_trainable
 from coplay.config.tree import (
     ClusterConfig,
     CoplayConfig,
@@ -62,5 +64,5 @@ __all__ = [
     "MaxTokens", "ModelConfig", "OpponentPoolConfig", "PerAdapter", "RolloutConfig", "RunConfig",
     "SamplingConfig", "Section", "SeedRange", "SeedsConfig",
     "SegmentationConfig", "SftConfig", "SkillBankConfig", "TinyModelConfig", "apply_override", "load_config",
-    "parse_override", "read_yaml",
+    "parse_override", "read_yaml", "require_trainable",
 ]

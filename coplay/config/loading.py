@@ -88,7 +88,8 @@ def apply_override(data: dict[str, Any], path: list[str], value: Any, known: dic
 
 def _is_open_mapping(prefix: list[str]) -> bool:
     """Mappings whose keys are data, not schema (validated by their own validators)."""
-    return prefix in (["game"], ["skill_bank", "segmentation", "duration_prior"]) or (
+    return prefix in (["game"], ["skill_bank", "segmentation", "duration_prior"],
+                      ["cluster", "learner_rank_resources"], ["cluster", "rollout_worker_resources"]) or (
         len(prefix) == 3 and prefix[0] == "game" and prefix[2] == "env_kwargs")
 
 

@@ -167,6 +167,10 @@ class RolloutConfig(Section):
     retrieve_every: int = Field(0, ge=0, description="K: retrieval every K steps (0 = only when due)")
     top_k_skills: int = Field(3, ge=1)
     concurrent_episodes: int = Field(16, ge=1)
+    env_threads: int = Field(
+        0, ge=0, description="threads that step the envs off the worker's event loop, so a CPU-heavy env "
+                             "(Mario's emulator) steps while other episodes' model calls go on; 0: in the "
+                             "loop")
     opponents: OpponentPoolConfig = OpponentPoolConfig()
 
 
@@ -201,6 +205,15 @@ class LearnerConfig(Section):
     grad_clip: float = Field(1.0, gt=0.0)
     gamma: float = Field(1.0, ge=0.0, le=1.0)
     bf16: bool | None = Field(None, description="None: bf16 on GPU, float32 on CPU")
+    gradient_checkpointing: bool = Field(
+        False, description="recompute each decoder layer in the backward pass instead of keeping its "
+                           "activations (long prompts, big models)")
+    max_seq_len: int | None = Field(
+        None, ge=1, description="longest prompt + completion the learner plans memory for; None: "
+                                "engine.max_model_len")
+    memory_budget_gib: float | None = Field(
+        None, gt=0.0, description="memory one learner rank may use; None: the GPU's memory (on CPU the host "
+                                  "memory available at start). A config whose estimate exceeds it is refused")
 
 
 class SftConfig(Section):
@@ -270,12 +283,30 @@ class ClusterConfig(Section):
     include_dashboard: bool = False
     max_restarts: int = Field(3, ge=0)
     artifact_max_failures: int = Field(3, ge=1)
+    store_window: int = Field(
+        8, ge=0, description="artifact versions the ArtifactStore holds in memory besides the serving set; "
+                             "older ones are read back from the run folder on demand")
     rollout_worker_gpus: float | None = Field(
         None, ge=0.0,
         description="GPUs per rollout worker; None: 1 on a cluster with GPUs, else 0 (a CPU slot)")
     learner_rank_gpus: float | None = Field(
         None, ge=0.0,
         description="GPUs per learner rank; None: 1 on a cluster with GPUs, else 0 (a CPU slot)")
+    learner_rank_resources: dict[str, float] = Field(
+        {}, description="custom Ray resources each learner rank's bundle reserves, e.g. {learner: 1} to keep "
+                        "the ranks on nodes started with --resources='{\"learner\": 8}'")
+    rollout_worker_resources: dict[str, float] = Field(
+        {}, description="custom Ray resources each rollout worker reserves, e.g. {rollout: 1}")
+
+    @field_validator("learner_rank_resources", "rollout_worker_resources")
+    @classmethod
+    def _custom_resources(cls, value: dict[str, float]) -> dict[str, float]:
+        reserved = sorted(set(value) & {"CPU", "GPU", "memory", "object_store_memory"})
+        bad = sorted(k for k, v in value.items() if v <= 0)
+        if reserved or bad:
+            raise ValueError(f"custom resources {value}: {reserved or bad} not allowed; name custom "
+                             f"resources (CPU and GPU have their own keys) with amounts > 0")
+        return value
 
 
 class LoggingConfig(Section):

@@ -2,6 +2,7 @@
 
     schedule.py    which adapter and bank versions each iteration uses; `VersionLedger`, `BankSchedule`
     plans.py       which episodes an iteration plays, with whom (seeds, GRPO groups, opponent pool)
+    spread.py      how an iteration's episodes are spread over the rollout workers (no worker idles)
     batch.py       rewards and advantages of a learner step's batch; `train_on` (one learner step)
     records.py     what the loop carries between phases: `IterationData`, `CollectStats`
     state.py       `LoopState`, the cold start or `--resume` of a run, the checkpoint of the loop state

@@ -16,7 +16,8 @@ def evaluate(system: Any, iteration: int, versions: dict[str, int],
     """The protocol on the workers at the given versions; returns the summary per game."""
     cfg = system.cfg
     plans = eval_plans(cfg, player_seat(cfg, "model", versions), f"it{iteration}")
-    system.sync(versions, [], bank_versions)  # the newest versions may not have been served yet
+    # the newest versions may not have been served yet; the frozen opponents stay for the next iteration
+    system.sync(versions, [], bank_versions, keep_frozen=True)
     results = system.gather(system.launch(iteration, plans))
     trajectories = [t for r in results for t in decode_shard(r.shard, f"eval it{iteration}").trajectories]
     summary = summarize_eval(evaluated(trajectories, plans))

@@ -142,7 +142,8 @@ def fresh_state(system: Any, cfg: CoplayConfig, log: Any,
     from coplay.driver.cold_start import cold_start
 
     versions0, banks0, report = cold_start(system, cfg)
-    record: dict[str, Any] = {"cold_start": report, "versions": versions0, "bank_versions": banks0}
+    record: dict[str, Any] = {"cold_start": report, "versions": versions0, "bank_versions": banks0,
+                              "learner": system.learner.describe()}
     if evaluate is not None:
         record["eval"] = evaluate(system, 0, versions0, banks0)
     log.log(0, record)

@@ -54,7 +54,7 @@ def play_plans(cfg: CoplayConfig, plans: list[EpisodePlan], engine: Any = None,
     import coplay_envs
 
     ctx = RunnerContext(engine=engine, rules=coplay_envs.rules, skills_for=skills_from(banks),
-                        run_seed=cfg.seeds.run)
+                        run_seed=cfg.seeds.run, env_threads=cfg.rollout.env_threads)
     return asyncio.run(play_episodes(ctx, plans, cfg.rollout.concurrent_episodes))
 
 

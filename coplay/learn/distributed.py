@@ -1,14 +1,28 @@
 """The torch.distributed group the learner's ranks form (gloo on CPU, nccl on GPU).
 
-Launched by `torchrun` (or a Ray learner group setting RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT), the
-group comes from the environment; a lone process with none of them gets a one-rank group on loopback, so
-DeepSpeed never falls back to MPI discovery. Imports torch only.
+Three ways in:
+- Ray's LearnerGroup (`coplay.actors.learner_group`): rank 0 opens a listening socket on *its own* node
+  (`open_rendezvous`; 127.0.0.1 in a local run) and reports that address and port; every rank then calls
+  `join_process_group`, rank 0 handing the already-bound socket to its TCPStore (`master_listen_fd`), so
+  the store listens exactly where it was reported (a plain `TCPStore` binds every interface) and no other
+  process can take the port in between. On a cluster the driver's node (often a head without GPUs) plays
+  no part. OpenRLHF and verl form their groups the same way (rank 0's node address and a free port).
+- `torchrun` (RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT in the environment): `ensure_process_group`.
+- A lone process with none of them: a one-rank group on loopback, so DeepSpeed never falls back to MPI
+  discovery.
+Imports torch (and psutil, to name the loopback interface) only.
 """
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import os
 import socket
+from typing import Any
+
+LOOPBACK = "127.0.0.1"
+RENDEZVOUS_TIMEOUT_S = 600.0
 
 
 def free_port() -> int:
@@ -16,6 +30,64 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def open_rendezvous(host: str) -> socket.socket:
+    """A listening TCP socket on `host` (rank 0's node address) at a port the OS picks; the caller keeps it
+    open until `join_process_group` hands it to the store."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host, 0))
+    listener.listen(128)
+    return listener
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def loopback_interface() -> str | None:
+    """The name of the network interface holding 127.0.0.1 (`lo` on Linux), or None."""
+    import psutil
+
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(a.family == socket.AF_INET and a.address == LOOPBACK for a in addresses):
+            return name
+    return None
+
+
+def join_process_group(rank: int, world_size: int, master_addr: str, master_port: int,
+                       listener: socket.socket | None = None, backend: str | None = None,
+                       timeout_s: float = RENDEZVOUS_TIMEOUT_S) -> Any:
+    """Join the default process group at rank 0's reported address. Rank 0 passes the socket it reported
+    (`open_rendezvous`), which its TCPStore then serves on. When the address is loopback (a local run) the
+    gloo transport is pinned to the loopback interface too (`GLOO_SOCKET_IFNAME`, torch's own switch;
+    otherwise gloo listens on whatever address the host name resolves to). Returns the store, which owns
+    the socket from then on (`detach`: Python no longer closes it)."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        raise RuntimeError("this process already belongs to a process group")
+    if (rank == 0) != (listener is not None):
+        raise ValueError("rank 0, and only rank 0, passes the listening socket it reported")
+    backend = backend or default_backend()
+    os.environ.update({"RANK": str(rank), "LOCAL_RANK": os.environ.get("LOCAL_RANK", "0"),
+                       "WORLD_SIZE": str(world_size), "MASTER_ADDR": master_addr,
+                       "MASTER_PORT": str(master_port)})
+    if is_loopback(master_addr):
+        interface = loopback_interface()
+        if interface is not None:
+            os.environ["GLOO_SOCKET_IFNAME"] = interface
+    timeout = datetime.timedelta(seconds=timeout_s)
+    store = dist.TCPStore(master_addr, master_port, world_size, rank == 0, timeout=timeout,
+                          wait_for_workers=False,
+                          master_listen_fd=listener.detach() if listener is not None else None)
+    dist.init_process_group(backend=backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
+    return store
 
 
 def default_backend() -> str:
@@ -35,8 +107,8 @@ def ensure_process_group(backend: str | None = None) -> tuple[int, int]:
             dist.init_process_group(backend=backend, init_method="env://")
         else:  # a lone process: a one-rank group on loopback; DeepSpeed's engine reads LOCAL_RANK
             os.environ.setdefault("LOCAL_RANK", "0")
-            dist.init_process_group(backend=backend, init_method=f"tcp://127.0.0.1:{free_port()}", rank=0,
-                                    world_size=1)
+            listener = open_rendezvous(LOOPBACK)
+            join_process_group(0, 1, LOOPBACK, listener.getsockname()[1], listener, backend)
     return dist.get_rank(), dist.get_world_size()
 
 

@@ -59,6 +59,7 @@ from coplay.learn.batching import (
 from coplay.learn.distributed import all_reduce_sum, ensure_process_group
 from coplay.learn.grpo import grpo_loss
 from coplay.learn.logprobs import adapter_context, batch_logprobs, select_adapter
+from coplay.learn.memory import enable_checkpointing, eval_mode
 from coplay.types import AdapterVersion, Sample
 
 if TYPE_CHECKING:
@@ -108,14 +109,16 @@ class Learner:
         self.base_model = resolve_model_path(model_cfg)  # what every exported adapter config names
         torch.manual_seed(seed)  # identical fresh adapters on every rank
         self.policy = attach_adapters(base, adapter_specs, adapter_names)
-        self.policy.eval()
+        if cfg.gradient_checkpointing:
+            enable_checkpointing(self.policy)
+        self.eval_mode()
         select_adapter(self.policy, adapter_names[0])  # every LoRA tensor requires grad (see docstring)
         self.adapter_names = adapter_names
         self.adapter_specs = {a: adapter_specs[a] for a in adapter_names}
         self.max_tokens = dict(max_tokens if max_tokens is not None else SamplingConfig().max_tokens)
         self.pad_id = int(self.tokenizer.pad_token_id or 0)
         self.trainers = {a: self._make_trainer(a, deepspeed_overrides or {}) for a in adapter_names}
-        self.policy.eval()
+        self.eval_mode()
         self.learner_step = 0
         self.versions = dict.fromkeys(adapter_names, 0)
         self.updates = dict.fromkeys(adapter_names, 0)  # optimizer updates per adapter (the schedule's clock)
@@ -129,6 +132,11 @@ class Learner:
             torch.cuda.set_device(local)
             return f"cuda:{local}"
         return "cpu"
+
+    def eval_mode(self) -> None:
+        """Dropout off (GRPO's first-epoch ratios are exactly 1); decoder layers still checkpoint when
+        `cfg.gradient_checkpointing` (`coplay.learn.memory.eval_mode`)."""
+        eval_mode(self.policy, self.cfg.gradient_checkpointing)
 
     def lr_of(self, adapter: str) -> float:
         return self.cfg.adapter_lr.get(adapter, self.cfg.lr)
@@ -162,7 +170,7 @@ class Learner:
             n_tokens += sum(len(i.completion_ids) for i in items)
             plans[adapter] = self._plan(items)
         metrics = StepMetrics(learner_step=self.learner_step + 1, trained_tokens=n_tokens)
-        self.policy.eval()
+        self.eval_mode()
         for epoch in range(self.cfg.epochs):
             for adapter, micro_batches in plans.items():
                 sums = self._train_adapter(adapter, micro_batches)

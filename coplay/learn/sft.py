@@ -114,7 +114,7 @@ def run_sft(
                 trainer.step()
                 losses.append(all_reduce_sum([total])[0])
     finally:
-        learner.policy.eval()
+        learner.eval_mode()
         trainer.set_lr(learner.lr_of(adapter))
     trainer.reset_optimizer_state()
     learner.versions[adapter] += 1

@@ -13,6 +13,7 @@ Bad shards are reported and skipped (the others still train).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -20,15 +21,18 @@ from pathlib import Path
 
 def train_from_shards(shards: Path, out: Path, config: str | None, overrides: list[str], resume: bool) -> int:
     """Train one learner step per shard of `shards` (module docstring); returns the exit status."""
-    from coplay.config import ConfigError, load_config
+    from coplay.config import ConfigError, load_config, require_trainable
     from coplay.files import append_line_atomic
     from coplay.learn.advantages import all_advantages
     from coplay.learn.checkpoint import latest_checkpoint
     from coplay.learn.learner import Learner
+    from coplay.learn.memory import check_learner_memory
+    from coplay.models import default_device
     from coplay.types import ShardError, read_shard
 
     try:
         cfg = load_config(config, overrides)
+        require_trainable(cfg)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -37,6 +41,11 @@ def train_from_shards(shards: Path, out: Path, config: str | None, overrides: li
         print(f"no *.msgpack shards in {shards}", file=sys.stderr)
         return 2
     out = Path(out)
+    try:
+        check_learner_memory(cfg, int(os.environ.get("WORLD_SIZE", "1")), default_device())
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     learner = Learner(cfg.model, cfg.adapters, cfg.learner, max_tokens=cfg.sampling.max_tokens,
                       seed=cfg.seeds.run)
     next_shard = 0

@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from coplay.agent.decision import DecisionAgent, ModelSeat, SkillSource
@@ -65,6 +67,8 @@ class RunnerContext:
     run_seed: int = 0
     counters: dict[str, int] = field(default_factory=dict)
     openai_clients: dict[OpenAIEndpoint, ChatClient] = field(default_factory=dict)
+    env_threads: int = 0  # > 0: env calls run on a pool of this many threads, off the event loop
+    env_pool: ThreadPoolExecutor | None = None
 
 
 class _Seat:
@@ -131,12 +135,16 @@ class _Seat:
         self.open = None
 
 
-def _timed(ctx: RunnerContext, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+async def _timed(ctx: RunnerContext, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Call an env method and add its wall time to `ctx.counters["env_ns"]` (the e2e time split's env
-    part)."""
+    part). With `ctx.env_pool` the call runs on a pool thread, so a CPU-heavy env (Mario's emulator) steps
+    while the event loop keeps other episodes' model calls going; one env is still stepped by one call at a
+    time (its episode awaits each step), so trajectories are the same either way."""
     start = time.perf_counter_ns()
     try:
-        return fn(*args, **kwargs)
+        if ctx.env_pool is None:
+            return fn(*args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(ctx.env_pool, partial(fn, *args, **kwargs))
     finally:
         ctx.counters["env_ns"] = ctx.counters.get("env_ns", 0) + time.perf_counter_ns() - start
 
@@ -145,12 +153,12 @@ async def _play_gymnasium(ctx: RunnerContext, plan: EpisodePlan) -> list[Traject
     from coplay_envs import make_env
 
     env = make_env(plan.game, **plan.env_kwargs)
-    obs, info = _timed(ctx, env.reset, seed=plan.seed)
+    obs, info = await _timed(ctx, env.reset, seed=plan.seed)
     seat = _Seat(ctx, plan, "player_0", "player")
     done = False
     while not done and (plan.max_steps is None or len(seat.traj.steps) < plan.max_steps):
         action = await seat.act(obs, info)
-        obs, reward, terminated, truncated, info = _timed(ctx, env.step, action)
+        obs, reward, terminated, truncated, info = await _timed(ctx, env.step, action)
         seat.close(reward, info)
         done = terminated or truncated
         seat.traj.terminated, seat.traj.truncated = bool(terminated), bool(truncated)
@@ -163,7 +171,7 @@ async def _play_aec(ctx: RunnerContext, plan: EpisodePlan) -> list[Trajectory]:
     from coplay_envs import make_env
 
     env = make_env(plan.game, **plan.env_kwargs)
-    _timed(ctx, env.reset, seed=plan.seed)
+    await _timed(ctx, env.reset, seed=plan.seed)
     seats: dict[str, _Seat] = {}
     decisions = 0
     for agent in env.agent_iter():
@@ -175,12 +183,12 @@ async def _play_aec(ctx: RunnerContext, plan: EpisodePlan) -> list[Trajectory]:
         if terminated or truncated:
             seat.traj.terminated, seat.traj.truncated = bool(terminated), bool(truncated)
             seat.traj.score = float(info.get("score", seat.traj.score))
-            _timed(ctx, env.step, None)
+            await _timed(ctx, env.step, None)
             continue
         if plan.max_steps is not None and decisions >= plan.max_steps:
             break
         action = await seat.act(obs, info)
-        _timed(ctx, env.step, action)
+        await _timed(ctx, env.step, action)
         decisions += 1
     for agent, seat in seats.items():
         if not (seat.traj.terminated or seat.traj.truncated):
@@ -194,13 +202,13 @@ async def _play_parallel(ctx: RunnerContext, plan: EpisodePlan) -> list[Trajecto
     from coplay_envs import make_env
 
     env = make_env(plan.game, **plan.env_kwargs)
-    observations, infos = _timed(ctx, env.reset, seed=plan.seed)
+    observations, infos = await _timed(ctx, env.reset, seed=plan.seed)
     seats = {a: _Seat(ctx, plan, a, seat_role(infos.get(a, {}), a)) for a in env.possible_agents}
     rounds = 0
     while env.agents and (plan.max_steps is None or rounds < plan.max_steps):
         live = list(env.agents)
         actions = await asyncio.gather(*(seats[a].act(observations[a], infos[a]) for a in live))
-        observations, rewards, terms, truncs, infos = _timed(ctx, env.step,
+        observations, rewards, terms, truncs, infos = await _timed(ctx, env.step,
                                                              dict(zip(live, actions, strict=True)))
         for a in live:
             seats[a].close(rewards.get(a, 0.0), infos.get(a, {}))
@@ -240,10 +248,15 @@ async def play_episodes(ctx: RunnerContext, plans: list[EpisodePlan], concurrenc
         async with gate:
             return await play_episode(ctx, plan)
 
+    if ctx.env_threads > 0 and ctx.env_pool is None:
+        ctx.env_pool = ThreadPoolExecutor(ctx.env_threads, thread_name_prefix="coplay-env")
     try:
         results = await asyncio.gather(*(one(p) for p in plans))
     finally:
         await close_clients(ctx.openai_clients)
+        if ctx.env_pool is not None:
+            ctx.env_pool.shutdown(wait=True)
+            ctx.env_pool = None
     return [t for trajs in results for t in trajs]
 
 

@@ -91,6 +91,19 @@ def test_real_configs_train_a_qwen3_model_with_vllm_and_deepspeed_zero2_on_gpus(
     assert Path(cfg.run.out_dir).is_absolute()
 
 
+@pytest.mark.parametrize("path", GAME_CONFIGS + SELFPLAY_CONFIGS, ids=lambda p: p.stem)
+def test_real_configs_pass_the_learners_memory_check_on_the_40_gib_a100s_of_the_ray_up_cluster(path):
+    """The estimate every rank checks at start (`coplay.learn.memory`), with Qwen3-8B's published
+    dimensions (no download), fits the p4d.24xlarge GPUs of `cluster/ray-up.yaml`."""
+    from coplay.learn.memory import GIB, ModelDims, check_memory, estimate_memory
+
+    cfg = load_config(path)
+    assert cfg.model.name == "Qwen/Qwen3-8B"
+    qwen3_8b = ModelDims(hidden=4096, layers=36, intermediate=12288, heads=32, kv_heads=8, head_dim=128,
+                         vocab=151936, tied_embeddings=False, qk_norm=True)
+    check_memory(estimate_memory(cfg, qwen3_8b, cfg.learner.ranks, on_gpu=True), 40 * GIB, "an A100 40GB")
+
+
 @pytest.mark.parametrize("path", SELFPLAY_CONFIGS, ids=lambda p: p.stem)
 def test_selfplay_configs_are_cluster_scale_with_an_opponent_pool(path):
     cfg = load_config(path)

@@ -1,0 +1,35 @@
+"""Checks a config must pass to *train* (not to evaluate or play): `require_trainable(cfg)` raises a one-line
+`ConfigError` naming the key, the value and what is allowed. `coplay train`, `launch/train.py`, the loop
+itself and the standalone learner call it before anything starts. Imports only the config tree.
+"""
+
+from __future__ import annotations
+
+from coplay.config.loading import ConfigError
+from coplay.config.tree import CoplayConfig
+
+
+def require_trainable(cfg: CoplayConfig) -> None:
+    """Refuse a config whose training would be wrong or wasteful.
+
+    More rollout workers than episodes per iteration: the surplus would never roll out (groups are split
+    across workers when there are fewer groups than workers, `coplay.driver.spread`, so only this case idles).
+
+    `sampling.top_p < 1`: the engines report each token's log-prob under the top-p-truncated distribution it
+    was drawn from, while the learner's log-probs are over the full distribution at the same temperature, so
+    every GRPO ratio would be biased (by the truncated mass) from the first step on. Evaluation and play may
+    use top_p < 1; training may not.
+    """
+    episodes = len(cfg.games) * cfg.rollout.start_states * cfg.rollout.group_size
+    if cfg.rollout.workers > episodes:
+        raise ConfigError(
+            f"rollout.workers={cfg.rollout.workers}: an iteration plays {episodes} episodes "
+            f"({len(cfg.games)} game(s) x rollout.start_states={cfg.rollout.start_states} x "
+            f"rollout.group_size={cfg.rollout.group_size}), so {cfg.rollout.workers - episodes} workers "
+            f"would idle; raise rollout.start_states or rollout.group_size, or use fewer workers")
+    top_p = cfg.sampling.top_p
+    if top_p < 1.0:
+        raise ConfigError(
+            f"sampling.top_p={top_p}: training needs 1.0 (the engine's behaviour log-probs would be of the "
+            f"top-p-truncated distribution, the learner's of the full one, biasing every GRPO ratio); "
+            f"set sampling.top_p=1.0 (evaluation and play may use top_p < 1)")

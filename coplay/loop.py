@@ -18,6 +18,7 @@ from coplay.actors.system import System
 from coplay.config import CoplayConfig
 from coplay.driver.batch import train_on
 from coplay.driver.evaluation import evaluate
+from coplay.driver.lineups import check_schedule
 from coplay.driver.metrics import MetricsLog, iteration_record
 from coplay.driver.plans import iteration_plans
 from coplay.driver.schedule import bank_version_for, policy_step_for
@@ -29,6 +30,7 @@ from coplay.security import ray_init_kwargs
 def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
     """Run the loop; returns the run folder. `resume`: an existing run folder to continue from its last
     checkpoint (`coplay.driver.state` says exactly what is restored)."""
+    check_schedule(cfg)
     run = RunDir.open(resume) if resume else RunDir.create(cfg.run.out_dir, cfg.run.name, cfg.to_yaml())
     if resume:
         resumable_checkpoint(run)

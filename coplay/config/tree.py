@@ -20,6 +20,7 @@ from coplay.config.adapters import (
     MaxTokens,
 )
 from coplay.config.base import ADAPTER_NAMES, GAME_KEYS, Section
+from coplay.config.selfplay import SelfPlayConfig
 from coplay.config.skill_bank import SkillBankConfig
 
 
@@ -168,6 +169,7 @@ class RolloutConfig(Section):
     top_k_skills: int = Field(3, ge=1)
     concurrent_episodes: int = Field(16, ge=1)
     opponents: OpponentPoolConfig = OpponentPoolConfig()
+    selfplay: SelfPlayConfig = SelfPlayConfig()
 
 
 class GameConfig(Section):

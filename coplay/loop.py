@@ -50,11 +50,13 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
             frozen = [v for v in state.ledger.act_versions() if v != versions["act"]]
             system.sync(versions, frozen, bank_versions)
             t_sync = time.perf_counter()
-            rollouts = system.launch(k, iteration_plans(cfg, k, versions, frozen, bank_version_for(k)))
+            plans = iteration_plans(cfg, k, versions, frozen, bank_version_for(k), state.league)
+            rollouts = system.launch(k, plans)
             bank_job = (system.bank_update(state.data[k - 1], versions, state.banks.latest())
                         if k > 1 else None)
             trained = train_on(system, cfg, state.data[k - 1], state.ledger) if s >= 1 and k > 1 else None
             data, stats = system.collect(rollouts, bank_versions)
+            state.league.play(data.trajectories)
             t_collected = time.perf_counter()
             bank = system.bank_result(bank_job)
             stats.sync_s, stats.bank_wait_s, stats.bank_s = (t_sync - t0, time.perf_counter() - t_collected,
@@ -67,11 +69,12 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
                 trained = train_on(system, cfg, data, state.ledger)
             seconds = time.perf_counter() - t0
             due = cfg.eval.every and k % cfg.eval.every == 0
-            evaluation = evaluate(system, k, state.ledger.latest(), state.banks.latest()) if due else None
+            evaluation = (evaluate(system, k, state.ledger.latest(), state.banks.latest(), state.league)
+                          if due else None)
             save = k % cfg.loop.checkpoint_every == 0 or (k == cfg.loop.iterations and s == 0)
             log.log(k, iteration_record(k, data, stats, bank, trained, versions, seconds,
                                         system.take_faults(), evaluation,
-                                        str(run.checkpoint_dir(k)) if save else None))
+                                        str(run.checkpoint_dir(k)) if save else None, state.league.table()))
             if save:  # after the metrics line: metrics always cover what a checkpoint holds
                 save_checkpoint(system, state, k)
         finish(system, cfg, state, log)

@@ -153,10 +153,12 @@ TRAIN_KEYS = ("learner_step", "adapters", "trained_tokens", "published", "nonzer
 def iteration_record(iteration: int, data: IterationData, stats: CollectStats, bank: BankUpdate,
                      train: TrainStep | None, versions: dict[str, int], seconds: float,
                      faults: dict[str, Any], evaluation: dict[str, Any] | None = None,
-                     checkpoint: str | None = None) -> dict[str, Any]:
+                     checkpoint: str | None = None,
+                     league: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole metrics line of iteration `iteration`: its rollouts (`data`, `stats`, at adapter `versions`),
     the bank update that ran meanwhile, the learner step of this iteration (if any), what failed and was
-    recovered, the evaluation (if any) and the checkpoint written after it (if any)."""
+    recovered, the evaluation (if any), the checkpoint written after it (if any) and the league's ratings
+    after it (multi-seat games)."""
     steps = max(1, stats.steps)
     train_json = train.to_json() if train is not None else {}
     record: dict[str, Any] = {
@@ -186,6 +188,8 @@ def iteration_record(iteration: int, data: IterationData, stats: CollectStats, b
     press = negotiation(data.trajectories)
     if press:
         record["negotiation"] = press
+    if league:
+        record["league"] = league
     if evaluation is not None:
         record["eval"] = evaluation
     return record

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 
 from coplay.agent.decision import ModelSeat
 from coplay.config import CoplayConfig
-from coplay.driver.lineups import OpponentPriority, draw_lineup
+from coplay.driver.league import League
+from coplay.driver.lineups import draw_lineup
 from coplay.engines.base import SamplingParams
 from coplay.rollout.model_episodes import EpisodePlan, SeatPlayer
 
@@ -38,9 +39,10 @@ def start_seeds(cfg: CoplayConfig, iteration: int, game_index: int) -> list[int]
 
 
 def iteration_plans(cfg: CoplayConfig, iteration: int, versions: Mapping[str, int], frozen_act: list[int],
-                    bank_version: int, priority: OpponentPriority | None = None) -> list[EpisodePlan]:
+                    bank_version: int, league: League | None = None) -> list[EpisodePlan]:
     """Every episode of one iteration: per game and start seed one GRPO group of G episodes that share one
-    line-up (`coplay.driver.lineups`: the learner's scheduled seat, opponents drawn once per group)."""
+    line-up (`coplay.driver.lineups`: the learner's scheduled seat, opponents drawn once per group; with a
+    `league` set to PFSP, drawn by its ratings)."""
     import coplay_envs
 
     seat = model_seat(cfg, versions)
@@ -48,6 +50,7 @@ def iteration_plans(cfg: CoplayConfig, iteration: int, versions: Mapping[str, in
     for gi, game in enumerate(cfg.games):
         game_cfg = cfg.game[game]
         multi_seat = bool(coplay_envs.seats(game))
+        priority = league.priority(game, versions["act"]) if league is not None and multi_seat else None
         for i, seed in enumerate(start_seeds(cfg, iteration, gi)):
             group = f"it{iteration}-{game}-s{seed}"
             group_index = (iteration - 1) * cfg.rollout.start_states + i

@@ -18,6 +18,7 @@ from coplay.report.data import (
     bank_size_series,
     eval_overlays,
     games_of,
+    league_panels,
     rate_series,
     reward_part_panels,
     score_series,
@@ -165,6 +166,36 @@ def _extra_tables(ev: EvalFile) -> str:
             out.append(f"<h4>{e(game)} per power</h4><table><tr><th>power</th><th>n</th><th>mean</th>"
                        f"<th>95% CI (t)</th></tr>{rows}</table>")
     return "".join(out)
+
+
+def league(data: RunData) -> str:
+    """The league's ratings over iterations and its latest table; the learner's seats per role."""
+    panels = league_panels(data.iterations)
+    if not panels:
+        return _none("No league ratings (no multi-seat game played, or rollout.selfplay.league.enabled "
+                     "is false).")
+    parts = [figure("chart-league", charts.small_multiples("league", "OpenSkill mu per pool member",
+                                                           "iteration", panels),
+                    "Rating mean (mu) of every pool member after each iteration's self-play and evaluation "
+                    "games; act@v<n> is a policy version, which starts from its predecessor's rating.")]
+    last = next(r for r in reversed(data.iterations) if r.get("league"))
+    for game, table in last["league"].items():
+        rows = "".join(f"<tr><td>{e(m)}</td><td>{_fmt(v.get('mu'))}</td><td>{_fmt(v.get('sigma'))}</td>"
+                       f"<td>{_fmt(v.get('ordinal'))}</td><td>{_fmt(v.get('games'))}</td></tr>"
+                       for m, v in table.items())
+        parts.append(f"<h3>{e(game)} after iteration {last['iteration']}</h3><table><tr><th>member</th>"
+                     f"<th>mu</th><th>sigma</th><th>ordinal (mu - 3 sigma)</th><th>games</th></tr>{rows}"
+                     "</table>")
+    seats: dict[str, dict[str, list[int]]] = {}
+    for r in data.iterations:
+        for game, roles in r.get("learner_seats", {}).items():
+            for role, v in roles.items():
+                seats.setdefault(game, {}).setdefault(role, []).append(int(v.get("episodes", 0)))
+    for game, roles in seats.items():
+        rows = "".join(f"<tr><td>{e(role)}</td><td>{sum(n)}</td></tr>" for role, n in sorted(roles.items()))
+        parts.append(f"<h3>{e(game)}: the learner's episodes per role</h3><table><tr><th>role</th>"
+                     f"<th>episodes</th></tr>{rows}</table>")
+    return "".join(parts)
 
 
 def evaluations(data: RunData) -> str:

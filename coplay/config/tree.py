@@ -168,6 +168,10 @@ class RolloutConfig(Section):
     retrieve_every: int = Field(0, ge=0, description="K: retrieval every K steps (0 = only when due)")
     top_k_skills: int = Field(3, ge=1)
     concurrent_episodes: int = Field(16, ge=1)
+    constrained_orders: bool = Field(
+        False, description="Diplomacy: restrict each order line of the model's act answers to the unit's "
+                           "legal orders (vLLM structured outputs, the same token mask in the HF engine "
+                           "and the learner)")
     opponents: OpponentPoolConfig = OpponentPoolConfig()
     selfplay: SelfPlayConfig = SelfPlayConfig()
 

@@ -27,7 +27,7 @@ def model_seat(cfg: CoplayConfig, versions: Mapping[str, int], evaluation: bool 
         retrieve_sampling=SamplingParams(temperature=temperature, top_p=cfg.sampling.top_p,
                                          max_tokens=cfg.sampling.max_tokens["retrieve"]),
         prompt_budget=budget, retrieve_every=cfg.rollout.retrieve_every, top_k=cfg.rollout.top_k_skills,
-        history_len=cfg.rollout.history_len)
+        history_len=cfg.rollout.history_len, constrained_orders=cfg.rollout.constrained_orders)
 
 
 def start_seeds(cfg: CoplayConfig, iteration: int, game_index: int) -> list[int]:

@@ -32,6 +32,10 @@ def test_one_iteration_on_every_game(ray_cluster, tmp_path, tiny_model_config):
     line = next(r for r in run.read_metrics() if r.get("iteration") == 1 and "scores" in r)
     assert set(line["scores"]) == set(GAME_KEYS)
     assert line["train"]["learner_step"] == 1
+    # the league rated the Diplomacy games (3 rounds: cut-off Avalon games carry no ranking) and persisted
+    assert "act@v0" in line["league"]["diplomacy"]
+    assert json.loads((run.root / "league.json").read_text())["ratings"]["diplomacy"]
+    assert set(line["learner_seats"]) == {"avalon", "diplomacy"}
 
 
 def _adapter_shas(run: RunDir) -> dict[str, str]:

@@ -119,7 +119,7 @@ def main() -> None:
                      "tok_s_constrained": constrained["tokens_per_s_median"]},
         "seconds": round(time.perf_counter() - started, 1),
     }
-    print(json.dumps(result, indent=1))
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

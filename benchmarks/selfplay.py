@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
               "cpus": os.cpu_count(), "platform": platform.platform(), "load_before": load_before,
               "load_after": os.getloadavg(), "runs": runs, "scaling": scaling,
               "headline": {f"{r['game']}_w{r['workers']}_episodes_per_s": r["episodes_per_s"] for r in runs}}
-    print(json.dumps(result, indent=1))
+    print(json.dumps(result))
     return 0
 
 

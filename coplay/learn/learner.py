@@ -217,7 +217,7 @@ class Learner:
             from coplay.engines.token_masks import TokenMasks
 
             if self._masks is None:
-                vocab = int(self.policy.get_output_embeddings().weight.shape[0])
+                vocab = int(self.policy.config.vocab_size)  # ZeRO-3 partitions the weights themselves
                 self._masks = TokenMasks(self.tokenizer, vocab)
             masks = self._masks
         batches = [to_micro_batch(chunk, self.pad_id, masks) for chunk in chunks]

@@ -87,3 +87,23 @@ def test_negotiation_and_other_games_are_not_constrained():
     _, infos = env.reset(seed=5)
     assert constraint_for("diplomacy", infos["FRANCE"]) is None  # negotiation: free messages
     assert constraint_for("avalon", {"legal_orders": {"x": ["y"]}}) is None
+
+
+def test_the_learner_step_sees_ratio_one_on_constrained_samples_at_step_0(hf_engine, tiny_model_config,
+                                                                         orders_info):
+    """The learner's own batching path (`train_step`, masks rebuilt from `Sample.meta["regex"]`): a fresh
+    adapter is the base model, so the first ratio of constrained samples from the base model is 1."""
+    from coplay.types import Sample
+    from tests.learn.scenarios import make_learner
+
+    requests = [GenerationRequest(r.prompt_ids, None, r.sampling, seed=r.seed, regex=r.regex)
+                for r in _requests(hf_engine, orders_info, seeds=(4, 5))]
+    samples = [Sample("act", 0, r.prompt_ids, c.token_ids, c.logprobs, "g", temperature=1.0,
+                      sample_id=f"s{i}", meta={"regex": r.regex})
+               for i, (r, c) in enumerate(zip(requests, hf_engine.generate(requests), strict=True))]
+    learner = make_learner(tiny_model_config.tiny.cache_dir, "torch", names=("act",), lr=1e-9)
+    metrics = learner.train_step(samples, {"s0": 1.0, "s1": -1.0}).adapters["act"]
+    assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-3) and metrics["clip_fraction"] == 0.0
+    unmasked = [Sample(**{**s.__dict__, "meta": {}, "sample_id": s.sample_id + "-free"}) for s in samples]
+    free = learner.train_step(unmasked, {"s0-free": 1.0, "s1-free": -1.0}).adapters["act"]
+    assert free["ratio_mean"] < 0.9, "without the mask the learner's log-probs are lower: the test shows it"

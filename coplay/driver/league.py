@@ -2,7 +2,8 @@
 stronger than its past versions and the fixed baselines.
 
 Members: `act@v<n>` (a policy version: the learner's seat, a `current` opponent and a `frozen` opponent at
-that version are the same member), `expert`, `random`, `openai` (the endpoint). A new policy version starts
+that version are the same member), `base` (the base model without adapters), `expert`, `random`, `openai`
+(the endpoint). A new policy version starts
 from the newest older version's rating (as UnstableBaselines' model pool does with checkpoints), so the
 current policy's rating carries across learner steps.
 
@@ -49,7 +50,7 @@ def member_of(traj: Trajectory) -> str:
         version = traj.adapter_versions.get("act")
         if version is None and traj.policy.startswith("frozen@"):
             version = int(traj.policy.rsplit("@v", 1)[1])
-        return f"act@v{version}"
+        return f"act@v{version}" if version is not None else "base"  # no adapter: the base model
     return traj.policy
 
 

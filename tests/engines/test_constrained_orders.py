@@ -59,7 +59,7 @@ def _learner_logprobs(learner, request, token_ids, constrained: bool):
 
 
 def _check(engine, learner, info):
-    requests = _requests(engine, info, seeds=(1, 2, 3))
+    requests = _requests(engine, info, seeds=(1, 2))
     gap = 0.0
     for request, completion in zip(requests, engine.generate(requests), strict=True):
         assert completion.finish_reason == "stop", completion.text

@@ -78,6 +78,8 @@ def test_avalon_games_rate_sides_and_skip_unfinished_games():
     results = game_results(won + cut)
     assert [sorted({m for m, _, _ in r.seats.values()}) for r in results] == [["act@v2", "expert"],
                                                                              ["act@v1"]]
+    base = _traj("e3", "player_0", "merlin", "model", 1.0, None)
+    assert game_results([base])[0].seats["player_0"][0] == "base"  # the base model (no adapter) is a member
     league = League(LeagueConfig())
     league.rating("avalon", "act@v1")
     assert league.play(won + cut) == 1 and league.counts == {"rated": 1, "unranked": 1}

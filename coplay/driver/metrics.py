@@ -103,15 +103,17 @@ def score_summary(trajectories: list[Trajectory]) -> dict[str, dict[str, float]]
     return {g: summarize(v).as_dict() for g, v in sorted(by_game.items())}
 
 
-def learner_seats(trajectories: list[Trajectory]) -> dict[str, dict[str, dict[str, float]]]:
-    """Multi-seat games: per role the learner's episodes and mean score (the seat schedule at work)."""
+def learner_seats(trajectories: list[Trajectory]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Multi-seat games: per role the learner's episodes, mean score and the scores themselves (the seat
+    schedule at work; the report pools the scores of all iterations into per-role intervals)."""
     import coplay_envs
 
     out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for t in trajectories:
         if t.policy == "model" and coplay_envs.seats(t.game):
             out[t.game][t.role].append(t.score)
-    return {g: {r: {"episodes": len(v), "mean_score": sum(v) / len(v)} for r, v in sorted(roles.items())}
+    return {g: {r: {"episodes": len(v), "mean_score": sum(v) / len(v), "scores": v}
+                for r, v in sorted(roles.items())}
             for g, roles in sorted(out.items())}
 
 

@@ -169,6 +169,16 @@ def league_panels(records: list[dict[str, Any]]) -> dict[str, list[Series]]:
     return panels
 
 
+def pooled_seat_scores(records: list[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
+    """Per multi-seat game and role, the learner's episode scores of every iteration (`learner_seats`)."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for r in records:
+        for game, roles in r.get("learner_seats", {}).items():
+            for role, v in roles.items():
+                out.setdefault(game, {}).setdefault(role, []).extend(float(x) for x in v.get("scores", []))
+    return {g: {r: v for r, v in roles.items() if v} for g, roles in sorted(out.items())}
+
+
 def rate_series(records: list[dict[str, Any]]) -> list[Series]:
     """Invalid-action and parse-error rates (per step) per iteration."""
     out = []

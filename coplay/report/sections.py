@@ -10,6 +10,7 @@ import re
 import statistics
 from typing import Any
 
+from coplay.eval.stats import summarize, wilson_interval
 from coplay.report import charts
 from coplay.report.data import (
     EvalFile,
@@ -19,6 +20,7 @@ from coplay.report.data import (
     eval_overlays,
     games_of,
     league_panels,
+    pooled_seat_scores,
     rate_series,
     reward_part_panels,
     score_series,
@@ -186,16 +188,26 @@ def league(data: RunData) -> str:
         parts.append(f"<h3>{e(game)} after iteration {last['iteration']}</h3><table><tr><th>member</th>"
                      f"<th>mu</th><th>sigma</th><th>ordinal (mu - 3 sigma)</th><th>games</th></tr>{rows}"
                      "</table>")
-    seats: dict[str, dict[str, list[int]]] = {}
-    for r in data.iterations:
-        for game, roles in r.get("learner_seats", {}).items():
-            for role, v in roles.items():
-                seats.setdefault(game, {}).setdefault(role, []).append(int(v.get("episodes", 0)))
-    for game, roles in seats.items():
-        rows = "".join(f"<tr><td>{e(role)}</td><td>{sum(n)}</td></tr>" for role, n in sorted(roles.items()))
-        parts.append(f"<h3>{e(game)}: the learner's episodes per role</h3><table><tr><th>role</th>"
-                     f"<th>episodes</th></tr>{rows}</table>")
+    parts += [_seat_table(game, roles) for game, roles in pooled_seat_scores(data.iterations).items()]
     return "".join(parts)
+
+
+def _seat_table(game: str, roles: dict[str, list[float]]) -> str:
+    """The learner's results per role over the run: Avalon win rate (Wilson 95%), else mean score (t 95%;
+    Diplomacy: supply centres)."""
+    rows = []
+    for role, scores in sorted(roles.items()):
+        if game == "avalon":
+            wins = sum(1 for s in scores if s > 0)
+            low, high = wilson_interval(wins, len(scores))
+            cell = f"{wins / len(scores):.2f} [{low:.2f}, {high:.2f}]"
+        else:
+            s = summarize(scores)
+            cell = f"{s.mean:.2f} [{s.ci_low:.2f}, {s.ci_high:.2f}]"
+        rows.append(f"<tr><td>{e(role)}</td><td>{len(scores)}</td><td>{cell}</td></tr>")
+    what = "win rate [95% Wilson]" if game == "avalon" else "mean score [95% t]"
+    return (f"<h3>{e(game)}: the learner per role, all iterations</h3><table><tr><th>role</th>"
+            f"<th>episodes</th><th>{what}</th></tr>{''.join(rows)}</table>")
 
 
 def evaluations(data: RunData) -> str:

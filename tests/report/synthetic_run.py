@@ -53,15 +53,17 @@ def _train(iteration: int, rng: random.Random) -> TrainStep:
                      reward_parts=reward_parts(_samples(rng, iteration - 1, 10)))
 
 
-def _league_games(league: League, iteration: int) -> None:
+def _league_games(league: League, iteration: int) -> list[Trajectory]:
     """Real Avalon games of the random bot relabelled as a line-up: the policy at version iteration-1 in
-    two seats, the expert label in one, random in two (ratings move, nothing is claimed about strength)."""
+    two seats, the expert label in one, random in two (ratings move, nothing is claimed about strength);
+    returns the games' trajectories."""
     games = play_bot_episodes("avalon", "random", [10 * iteration + i for i in range(3)])
     labels = {"player_0": "model", "player_1": "model", "player_2": "expert"}
     mine = ("player_0", "player_1")
-    league.play([replace(t, policy=labels.get(t.seat, "random"), episode_id=f"avalon-s{t.seed}",
-                         adapter_versions={"act": iteration - 1} if t.seat in mine else {})
-                 for t in games])
+    played = [replace(t, policy=labels.get(t.seat, "random"), episode_id=f"avalon-s{t.seed}",
+                      adapter_versions={"act": iteration - 1} if t.seat in mine else {}) for t in games]
+    league.play(played)
+    return played
 
 
 def build_run(root: Path, games_dir_name: str = "synthetic") -> RunDir:
@@ -86,7 +88,7 @@ def build_run(root: Path, games_dir_name: str = "synthetic") -> RunDir:
         train = _train(k, rng) if k > 1 else None
         versions = {a: max(0, k - 2) for a in ADAPTERS}
         data = IterationData(k, trajectories, [], {"2048": bank.version - 1})
-        _league_games(league, k)
+        trajectories += [t for t in _league_games(league, k) if t.policy == "model"]
         record = iteration_record(k, data, stats, BankUpdate(reports=[bank_report]), train, versions,
                                   40.0 + 2 * k, {}, league=league.table())
         run.append_metrics(record)

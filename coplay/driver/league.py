@@ -141,8 +141,10 @@ class League:
         return True
 
     def win_probability(self, game: str, member: str, other: str) -> float:
-        """P(`member` ranks above `other` in a two-team game), from the ratings."""
-        a, b = self.rating(game, member), self.rating(game, other)
+        """P(`member` ranks above `other` in a two-team game), from the ratings (an unrated member counts at
+        its initial rating and is not added to the table)."""
+        table = self.ratings.get(game, {})
+        a, b = (table.get(m) or self._initial(table, m) for m in (member, other))
         return float(self.model.predict_win([[self.model.rating(*a)], [self.model.rating(*b)]])[0])
 
     # ------------------------------------------------------------------ PFSP

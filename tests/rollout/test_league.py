@@ -102,6 +102,7 @@ def test_pfsp_draws_opponents_the_learner_does_not_beat_yet():
     plans = iteration_plans(cfg, 1, {"act": 4, "retrieve": 4}, [], 0, league=league)
     kinds = Counter(player.kind for p in plans for player in p.players.values())
     assert kinds["expert"] > 5 * kinds["random"], kinds
+    assert set(league.table()["diplomacy"]) == {"act@v4", "expert", "random"}  # drawing adds no members
     uniform = iteration_plans(cfg.model_copy(deep=True), 1, {"act": 4, "retrieve": 4}, [], 0, league=None)
     even = Counter(player.kind for p in uniform for player in p.players.values())
     assert even["random"] > 20, even

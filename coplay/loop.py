@@ -18,6 +18,7 @@ from coplay.actors.system import System
 from coplay.config import CoplayConfig, require_trainable
 from coplay.driver.batch import train_on
 from coplay.driver.evaluation import evaluate
+from coplay.driver.lineups import check_schedule
 from coplay.driver.metrics import MetricsLog, iteration_record
 from coplay.driver.plans import iteration_plans
 from coplay.driver.schedule import bank_version_for, policy_step_for
@@ -31,6 +32,7 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
     """Run the loop; returns the run folder. `resume`: an existing run folder to continue from its last
     checkpoint (`coplay.driver.state` says exactly what is restored)."""
     require_trainable(cfg)
+    check_schedule(cfg)
     run = RunDir.open(resume) if resume else RunDir.create(cfg.run.out_dir, cfg.run.name, cfg.to_yaml())
     if resume:
         resumable_checkpoint(run)
@@ -50,11 +52,13 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
             frozen = frozen_opponents(cfg, state.ledger.act_versions(), versions["act"])
             system.sync(versions, frozen, bank_versions)
             t_sync = time.perf_counter()
-            rollouts = system.launch(k, iteration_plans(cfg, k, versions, frozen, bank_version_for(k)))
+            plans = iteration_plans(cfg, k, versions, frozen, bank_version_for(k), state.league)
+            rollouts = system.launch(k, plans)
             bank_job = (system.bank_update(state.data[k - 1], versions, state.banks.latest())
                         if k > 1 else None)
             trained = train_on(system, cfg, state.data[k - 1], state.ledger) if s >= 1 and k > 1 else None
             data, stats = system.collect(rollouts, bank_versions)
+            state.league.play(data.trajectories)
             t_collected = time.perf_counter()
             bank = system.bank_result(bank_job)
             stats.sync_s, stats.bank_wait_s, stats.bank_s = (t_sync - t0, time.perf_counter() - t_collected,
@@ -67,11 +71,12 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
                 trained = train_on(system, cfg, data, state.ledger)
             seconds = time.perf_counter() - t0
             due = cfg.eval.every and k % cfg.eval.every == 0
-            evaluation = evaluate(system, k, state.ledger.latest(), state.banks.latest()) if due else None
+            evaluation = (evaluate(system, k, state.ledger.latest(), state.banks.latest(), state.league)
+                          if due else None)
             save = k % cfg.loop.checkpoint_every == 0 or (k == cfg.loop.iterations and s == 0)
             log.log(k, iteration_record(k, data, stats, bank, trained, versions, seconds,
                                         system.take_faults(), evaluation,
-                                        str(run.checkpoint_dir(k)) if save else None))
+                                        str(run.checkpoint_dir(k)) if save else None, state.league.table()))
             if save:  # after the metrics line: metrics always cover what a checkpoint holds
                 save_checkpoint(system, state, k)
         finish(system, cfg, state, log)

@@ -87,7 +87,8 @@ class Trajectory:
     iteration: int = 0
     terminated: bool = False
     truncated: bool = False
-    policy: str = "model"  # model | expert | random | frozen@<adapter>@v<n> | openai
+    policy: str = "model"  # model | current | expert | random | frozen@<adapter>@v<n> | openai
+    group: str = ""  # GRPO group of self-play episodes sharing start state and line-up ("" = by seed)
 
 
 @dataclass

@@ -9,10 +9,22 @@ from __future__ import annotations
 
 import gymnasium
 
-from coplay_envs.registry import GAME_KEYS, SPECS, make_bot, make_env, rules, seats, side, spec
+from coplay_envs.registry import (
+    GAME_KEYS,
+    SPECS,
+    make_bot,
+    make_env,
+    role_ids,
+    rules,
+    seat_roles,
+    seats,
+    side,
+    spec,
+)
 
 for _spec in SPECS.values():
     if _spec.gym_id is not None and _spec.gym_id not in gymnasium.registry:
         gymnasium.register(id=_spec.gym_id, entry_point=_spec.env)
 
-__all__ = ["GAME_KEYS", "SPECS", "make_bot", "make_env", "rules", "seats", "side", "spec"]
+__all__ = ["GAME_KEYS", "SPECS", "make_bot", "make_env", "role_ids", "rules", "seat_roles", "seats", "side",
+           "spec"]

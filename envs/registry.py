@@ -31,6 +31,8 @@ class GameSpec:
     random: str
     seats: str | None = None  # multi-seat games: the agent names, in seat order
     side: str | None = None  # multi-seat games: role id -> the side (or power) whose seats share a goal
+    roles: str | None = None  # multi-seat games whose roles differ from the seats: the role ids
+    deal: str | None = None  # ... and seed -> each seat's role id, as `reset(seed=...)` deals them
 
 
 SPECS: dict[str, GameSpec] = {
@@ -48,7 +50,8 @@ SPECS: dict[str, GameSpec] = {
                       "coplay_envs.mario.bots:RandomBot"),
     "avalon": GameSpec("avalon", "aec", None, "coplay_envs.avalon_v0:env", "coplay_envs.avalon.env:RULES",
                        "coplay_envs.avalon.bots:ExpertBot", "coplay_envs.avalon.bots:RandomBot",
-                       "coplay_envs.avalon.rules:SEATS", "coplay_envs.avalon.rules:side_of"),
+                       "coplay_envs.avalon.rules:SEATS", "coplay_envs.avalon.rules:side_of",
+                       "coplay_envs.avalon.rules:ROLE_IDS", "coplay_envs.avalon.rules:deal"),
     "diplomacy": GameSpec("diplomacy", "parallel", None, "coplay_envs.diplomacy_v0:parallel_env",
                           "coplay_envs.diplomacy.env:RULES", "coplay_envs.diplomacy.bots:ExpertBot",
                           "coplay_envs.diplomacy.bots:RandomBot", "coplay_envs.diplomacy.orders:POWERS",
@@ -91,6 +94,22 @@ def seats(key: str) -> tuple[str, ...]:
     """The seat (agent) names of a multi-seat game in seat order; () for a single-player game."""
     path = spec(key).seats
     return tuple(resolve(path)) if path else ()
+
+
+def role_ids(key: str) -> tuple[str, ...]:
+    """The role ids a seat of a multi-seat game can hold (Avalon's roles; Diplomacy's powers, which are its
+    seats); () for a single-player game."""
+    game = spec(key)
+    return tuple(resolve(game.roles)) if game.roles else seats(key)
+
+
+def seat_roles(key: str, seed: int) -> dict[str, str]:
+    """Each seat's role id in the game `reset(seed=seed)` starts (Diplomacy: the seat's power)."""
+    game = spec(key)
+    names = seats(key)
+    if game.deal is None:
+        return {name: name for name in names}
+    return dict(zip(names, resolve(game.deal)(seed), strict=True))
 
 
 def side(key: str, seat: str, role: str) -> str | None:

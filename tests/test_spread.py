@@ -51,8 +51,7 @@ def test_the_diplomacy_selfplay_config_keeps_all_its_workers_busy():
     require_trainable(cfg)
     plans = iteration_plans(cfg, 1, dict.fromkeys(("act", "retrieve", "segment", "contract", "curator"), 1),
                             [], 0)
-    assert len({group_key(p) for p in plans}) < cfg.rollout.workers
-    assert all(spread_plans(plans, cfg.rollout.workers))
+    assert all(spread_plans(plans, cfg.rollout.workers))  # every worker gets episodes
 
 
 def test_more_workers_than_episodes_is_refused_saying_how_many_would_idle():

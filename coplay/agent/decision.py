@@ -15,6 +15,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from coplay.agent.constraint import constraint_for
 from coplay.agent.parsing import parse_act, parse_retrieve
 from coplay.agent.prompts import (
     MULTI_LINE_GAMES,
@@ -64,6 +65,7 @@ class ModelSeat:
     retrieve_every: int = 0
     top_k: int = 3
     history_len: int = 4
+    constrained_orders: bool = False  # Diplomacy order lines restricted to legal orders (agent/constraint.py)
 
 
 def _version(engine_name: str | None) -> int:
@@ -171,11 +173,14 @@ class DecisionAgent:
             self._finish(step, samples)
             return step, samples
         sampling = self.seat.act_sampling
+        regex = constraint_for(self.game, info) if self.seat.constrained_orders else None
         out = await self.engine.agenerate(GenerationRequest(
-            ids, self.seat.act, sampling, seed=derive_seed(*self.seed_parts, t, "act")))
+            ids, self.seat.act, sampling, seed=derive_seed(*self.seed_parts, t, "act"), regex=regex))
         parsed = parse_act(out.text, legal, multi_line=self.game in MULTI_LINE_GAMES)
-        samples.append(self._sample("act", self.seat.act, ids, out, sampling, t,
-                                    f"{self.sample_prefix}/t{t}/act"))
+        sample = self._sample("act", self.seat.act, ids, out, sampling, t, f"{self.sample_prefix}/t{t}/act")
+        if regex:
+            sample.meta["regex"] = regex  # the learner masks its logits the same way
+        samples.append(sample)
         step.action, step.intention, step.parse_error = parsed.action, parsed.intention, parsed.error
         if parsed.error:
             self._count("act_parse_error")

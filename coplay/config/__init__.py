@@ -3,6 +3,7 @@
     tree.py        the sections, rooted at `CoplayConfig` (what `coplay config show` prints)
     base.py        game keys, adapter names, `Section` (the base of every section)
     adapters.py    LoRA shapes and the typed per-adapter mappings
+    selfplay.py    line-ups of multi-seat games: seat schedule, full self-play, the league
     skill_bank.py  the skill-bank agent's sections (boundaries, segmentation, contracts, maintenance)
     loading.py     YAML files (`extends:`), dotted overrides that merge like YAML, `ConfigError`
     training.py    what a config must pass to train (`require_trainable`), not to evaluate or play
@@ -27,6 +28,7 @@ from coplay.config.base import (
     Section,
 )
 from coplay.config.loading import ConfigError, apply_override, load_config, parse_override, read_yaml
+from coplay.config.selfplay import LeagueConfig, SelfPlayConfig
 from coplay.config.skill_bank import (
     BoundaryConfig,
     ContractConfig,
@@ -60,9 +62,9 @@ __all__ = [
     "ADAPTER_NAMES", "BANK_ADAPTERS", "DECISION_ADAPTERS", "DEFAULT_LORA_TARGETS", "GAME_KEYS",
     "AdapterLearningRates", "AdapterMinBatches", "AdapterSpecs", "BoundaryConfig", "ClusterConfig",
     "ConfigError", "ContractConfig", "CoplayConfig", "EndpointConfig", "EngineConfig", "EvalConfig",
-    "GameConfig", "LearnerConfig", "LoggingConfig", "LoopConfig", "LoraSpec", "MaintenanceConfig",
-    "MaxTokens", "ModelConfig", "OpponentPoolConfig", "PerAdapter", "RolloutConfig", "RunConfig",
-    "SamplingConfig", "Section", "SeedRange", "SeedsConfig",
-    "SegmentationConfig", "SftConfig", "SkillBankConfig", "TinyModelConfig", "apply_override", "load_config",
+    "GameConfig", "LeagueConfig", "LearnerConfig", "LoggingConfig", "LoopConfig", "LoraSpec",
+    "MaintenanceConfig", "MaxTokens", "ModelConfig", "OpponentPoolConfig", "PerAdapter", "RolloutConfig",
+    "RunConfig", "SamplingConfig", "Section", "SeedRange", "SeedsConfig", "SegmentationConfig",
+    "SelfPlayConfig", "SftConfig", "SkillBankConfig", "TinyModelConfig", "apply_override", "load_config",
     "parse_override", "read_yaml", "require_trainable",
 ]

@@ -20,6 +20,7 @@ from coplay.config.adapters import (
     MaxTokens,
 )
 from coplay.config.base import ADAPTER_NAMES, GAME_KEYS, Section
+from coplay.config.selfplay import SelfPlayConfig
 from coplay.config.skill_bank import SkillBankConfig
 
 
@@ -171,7 +172,12 @@ class RolloutConfig(Section):
         0, ge=0, description="threads that step the envs off the worker's event loop, so a CPU-heavy env "
                              "(Mario's emulator) steps while other episodes' model calls go on; 0: in the "
                              "loop")
+    constrained_orders: bool = Field(
+        False, description="Diplomacy: restrict each order line of the model's act answers to the unit's "
+                           "legal orders (vLLM structured outputs, the same token mask in the HF engine "
+                           "and the learner)")
     opponents: OpponentPoolConfig = OpponentPoolConfig()
+    selfplay: SelfPlayConfig = SelfPlayConfig()
 
 
 class GameConfig(Section):

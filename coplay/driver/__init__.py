@@ -1,7 +1,8 @@
 """The driver's side of the co-evolution loop (`coplay/loop.py` composes these; no ray here).
 
     schedule.py    which adapter and bank versions each iteration uses; `VersionLedger`, `BankSchedule`
-    plans.py       which episodes an iteration plays, with whom (seeds, GRPO groups, opponent pool)
+    plans.py       which episodes an iteration plays, with whom (seeds, GRPO groups)
+    lineups.py     multi-seat games: one line-up per group, the learner's seat schedule, the opponent pool
     spread.py      how an iteration's episodes are spread over the rollout workers (no worker idles)
     batch.py       rewards and advantages of a learner step's batch; `train_on` (one learner step)
     records.py     what the loop carries between phases: `IterationData`, `CollectStats`

@@ -103,6 +103,41 @@ def score_summary(trajectories: list[Trajectory]) -> dict[str, dict[str, float]]
     return {g: summarize(v).as_dict() for g, v in sorted(by_game.items())}
 
 
+def learner_seats(trajectories: list[Trajectory]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Multi-seat games: per role the learner's episodes, mean score and the scores themselves (the seat
+    schedule at work; the report pools the scores of all iterations into per-role intervals)."""
+    import coplay_envs
+
+    out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for t in trajectories:
+        if t.policy == "model" and coplay_envs.seats(t.game):
+            out[t.game][t.role].append(t.score)
+    return {g: {r: {"episodes": len(v), "mean_score": sum(v) / len(v), "scores": v}
+                for r, v in sorted(roles.items())}
+            for g, roles in sorted(out.items())}
+
+
+def negotiation(trajectories: list[Trajectory]) -> dict[str, dict[str, float]]:
+    """Diplomacy press per player kind (`model` = the learner; `all` seats): valid message lines sent in
+    negotiation stages, messages per negotiation step, and the share sent privately (to one power)."""
+    from coplay_envs.diplomacy.orders import POWERS, resolve_messages
+
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # steps, messages, private
+    for t in trajectories:
+        if t.game != "diplomacy":
+            continue
+        for step in t.steps:
+            if not step.features_before.get("is_negotiation"):
+                continue
+            sent = resolve_messages(step.action, t.seat, list(POWERS)).messages
+            private = sum(1 for recipient, _ in sent if recipient != "ALL")
+            for who in {"all", "model" if t.policy == "model" else t.policy.split("@")[0]}:
+                c = counts[who]
+                c[0], c[1], c[2] = c[0] + 1, c[1] + len(sent), c[2] + private
+    return {who: {"negotiation_steps": n, "messages": m, "private": p, "messages_per_step": m / max(n, 1),
+                  "private_share": p / m if m else 0.0} for who, (n, m, p) in sorted(counts.items())}
+
+
 def reward_parts(samples: list[Sample]) -> dict[str, dict[str, float]]:
     """Per adapter: mean, min and max reward and the number of samples a learner step trained on."""
     rewards: dict[str, list[float]] = defaultdict(list)
@@ -120,10 +155,12 @@ TRAIN_KEYS = ("learner_step", "adapters", "trained_tokens", "published", "nonzer
 def iteration_record(iteration: int, data: IterationData, stats: CollectStats, bank: BankUpdate,
                      train: TrainStep | None, versions: dict[str, int], seconds: float,
                      faults: dict[str, Any], evaluation: dict[str, Any] | None = None,
-                     checkpoint: str | None = None) -> dict[str, Any]:
+                     checkpoint: str | None = None,
+                     league: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole metrics line of iteration `iteration`: its rollouts (`data`, `stats`, at adapter `versions`),
     the bank update that ran meanwhile, the learner step of this iteration (if any), what failed and was
-    recovered, the evaluation (if any) and the checkpoint written after it (if any)."""
+    recovered, the evaluation (if any), the checkpoint written after it (if any) and the league's ratings
+    after it (multi-seat games)."""
     steps = max(1, stats.steps)
     train_json = train.to_json() if train is not None else {}
     record: dict[str, Any] = {
@@ -147,6 +184,14 @@ def iteration_record(iteration: int, data: IterationData, stats: CollectStats, b
         "faults": faults,
         "checkpoint": checkpoint,
     }
+    seats = learner_seats(data.trajectories)
+    if seats:
+        record["learner_seats"] = seats
+    press = negotiation(data.trajectories)
+    if press:
+        record["negotiation"] = press
+    if league:
+        record["league"] = league
     if evaluation is not None:
         record["eval"] = evaluation
     return record

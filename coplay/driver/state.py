@@ -9,6 +9,7 @@ and restores exactly:
 - the artifacts: every adapter version the ledger names, from `adapters/<a>/v<n>/` (checked against the sha256
   of its manifest), and every bank version the bank schedule names, from `banks/<key>/v<n>.json` (checked
   against its manifest), into a fresh ArtifactStore; workers then sync from it as in any iteration;
+- the league (`coplay.driver.league`): ratings as of the checkpoint, rewritten to `league.json`;
 - the skill-bank actor: its next update builds on the newest bank versions of the schedule, read from the
   store;
 - the data of iteration k that is still needed: its shards (the bank update over k runs during iteration
@@ -34,6 +35,7 @@ from typing import Any
 import msgpack
 
 from coplay.config import CoplayConfig
+from coplay.driver.league import LEAGUE_FILE, League
 from coplay.driver.records import IterationData
 from coplay.driver.schedule import BankSchedule, VersionLedger, bank_version_for
 from coplay.files import sha256_bytes, write_bytes_atomic
@@ -58,6 +60,7 @@ class LoopState:
     data: dict[int, IterationData] = field(default_factory=dict)
     next_iteration: int = 1
     resumed_from: str | None = None
+    league: League | None = None
 
     def keep(self, data: IterationData) -> None:
         """Hold iteration k's data; iteration k-2's is no longer needed (its bank update and its learner
@@ -69,7 +72,8 @@ class LoopState:
         """The checkpoint's record of the loop after iteration `iteration` (its data persisted first)."""
         return {"format": LOOP_STATE_FORMAT, "iteration": iteration, "staleness": staleness,
                 "ledger": self.ledger.to_json(), "banks": self.banks.to_json(),
-                "pending": pending_record(run, self.data[iteration])}
+                "pending": pending_record(run, self.data[iteration]),
+                "league": self.league.to_json() if self.league is not None else None}
 
 
 def save_checkpoint(system: Any, state: LoopState, iteration: int) -> str:
@@ -144,10 +148,11 @@ def fresh_state(system: Any, cfg: CoplayConfig, log: Any,
     versions0, banks0, report = cold_start(system, cfg)
     record: dict[str, Any] = {"cold_start": report, "versions": versions0, "bank_versions": banks0,
                               "learner": system.learner.describe()}
+    league = League(cfg.rollout.selfplay.league, system.run.root / LEAGUE_FILE)
     if evaluate is not None:
-        record["eval"] = evaluate(system, 0, versions0, banks0)
+        record["eval"] = evaluate(system, 0, versions0, banks0, league)
     log.log(0, record)
-    return LoopState(VersionLedger({0: versions0}), BankSchedule.start(banks0))
+    return LoopState(VersionLedger({0: versions0}), BankSchedule.start(banks0), league=league)
 
 
 def resume_state(system: Any, cfg: CoplayConfig, log: Any) -> LoopState:
@@ -176,4 +181,8 @@ def resume_state(system: Any, cfg: CoplayConfig, log: Any) -> LoopState:
         raise ResumeError(f"cannot resume from {ckpt}: pending bank versions disagree with the bank schedule")
     log.log(k, {"resumed_from": str(ckpt), "learner_step": ledger.latest_step, "versions": ledger.latest(),
                 "bank_versions": banks.latest()})
-    return LoopState(ledger, banks, {k: data}, k + 1, str(ckpt))
+    league = League(cfg.rollout.selfplay.league, run.root / LEAGUE_FILE)
+    if extra.get("league"):
+        league.load_json(extra["league"], f"{ckpt} league")
+        league.save()  # league.json as of the checkpoint: the iterations after it are played again
+    return LoopState(ledger, banks, {k: data}, k + 1, str(ckpt), league)

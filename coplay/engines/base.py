@@ -6,6 +6,8 @@ distribution** (temperature applied, and top-p truncation when top_p < 1: exactl
 token was drawn from), the decoded text, the finish reason and the adapter that produced it.
 
 Greedy requests (temperature 0) report log-probs at temperature 1 (the model's own distribution).
+A request with a `regex` samples from the distribution masked to the tokens the regex still allows, and
+reports log-probs of that masked distribution (`coplay.engines.token_masks`).
 
 Adapter versions arrive as bytes (see `coplay.engines.adapters` for the bundle format and its sha256);
 `<adapter>@v<n>` names one set of weights for ever, so no cache entry can be stale.
@@ -86,6 +88,7 @@ class GenerationRequest:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     seed: int | None = None
     request_id: str = ""
+    regex: str | None = None  # a constraint on the whole completion (`coplay.engines.token_masks`)
 
     def __post_init__(self) -> None:
         if not self.prompt_ids:

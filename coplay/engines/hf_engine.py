@@ -27,6 +27,7 @@ from coplay.engines.adapters import (
     verify_bundle,
 )
 from coplay.engines.base import AdapterRejected, Completion, Engine, GenerationRequest, engine_name
+from coplay.engines.token_masks import TokenMasks, mask_logits
 
 _Queued = tuple[GenerationRequest, AdapterEntry | None, concurrent.futures.Future]
 _BASE = "__base__"  # PEFT's name for "no adapter" in a mixed-adapter batch
@@ -83,6 +84,7 @@ class HfEngine(Engine):
         self._batcher: threading.Thread | None = None
         self._batcher_lock = threading.Lock()
         self._closed = False
+        self._masks: TokenMasks | None = None
 
     # ----------------------------------------------------------------------------------------- interface
     @property
@@ -249,6 +251,8 @@ class HfEngine(Engine):
             generators.append(torch.Generator(device=device).manual_seed(
                 seed if seed is not None else secrets.randbits(63)))
         stops = [{self._tokenizer.eos_token_id, *r.sampling.stop_token_ids} for r in requests]
+        matchers = [self._token_masks().matcher(r.regex) if r.regex else None for r in requests]
+        bitmask = self._token_masks().allocate(rows) if any(matchers) else None
         tokens: list[list[int]] = [[] for _ in requests]
         logprobs: list[list[float]] = [[] for _ in requests]
         finish = [""] * rows
@@ -260,6 +264,12 @@ class HfEngine(Engine):
                                   past_key_values=past, use_cache=True, **adapter_kwargs)
                 past = out.past_key_values
                 logits = out.logits[:, -1, :].float()
+                if bitmask is not None:  # constrained rows: the masked distribution (all bits set elsewhere)
+                    bitmask.fill_(-1)
+                    for i, matcher in enumerate(matchers):
+                        if matcher is not None and not finish[i]:
+                            matcher.fill_next_token_bitmask(bitmask, i)
+                    logits = mask_logits(logits, bitmask)
                 table = sampling_logprobs(logits, temperature, top_p)
                 chosen = []
                 for i, request in enumerate(requests):
@@ -272,6 +282,8 @@ class HfEngine(Engine):
                         token = int(torch.multinomial(table[i].exp(), 1, generator=generators[i]))
                     tokens[i].append(token)
                     logprobs[i].append(float(table[i, token]))
+                    if matchers[i] is not None and not matchers[i].is_terminated():
+                        matchers[i].accept_token(token)
                     if token in stops[i]:
                         finish[i] = "stop"
                     elif len(tokens[i]) >= self._budget(request):
@@ -288,6 +300,13 @@ class HfEngine(Engine):
                        request_id=requests[i].request_id)
             for i in range(rows)
         ]
+
+    def _token_masks(self) -> TokenMasks:
+        """The constraint masks over this model's vocabulary (built on the first constrained request)."""
+        if self._masks is None:
+            vocab = int(self._model.get_output_embeddings().weight.shape[0])
+            self._masks = TokenMasks(self._tokenizer, vocab)
+        return self._masks
 
     def _check_length(self, request: GenerationRequest) -> None:
         """As vLLM: a prompt must leave room for one new token within max_model_len."""

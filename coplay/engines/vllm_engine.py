@@ -263,13 +263,14 @@ class VllmEngine(Engine):
 
     def _sampling_params(self, request: GenerationRequest) -> Any:
         from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
+        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
         sampling = request.sampling
+        structured = StructuredOutputsParams(regex=request.regex) if request.regex else None
         return SamplingParams(
             n=1, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
             stop_token_ids=list(sampling.stop_token_ids), seed=request.effective_seed, logprobs=0,
-            detokenize=False, output_kind=RequestOutputKind.FINAL_ONLY,
+            detokenize=False, output_kind=RequestOutputKind.FINAL_ONLY, structured_outputs=structured,
         )
 
     async def _run(self, prompt_ids: list[int], params: Any, entry: AdapterEntry | None, tag: str) -> Any:

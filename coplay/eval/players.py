@@ -22,6 +22,7 @@ from typing import Any
 
 import coplay_envs
 from coplay.config import CoplayConfig
+from coplay.driver.league import LEAGUE_FILE, League
 from coplay.driver.plans import model_seat
 from coplay.eval.protocol import eval_plans, evaluated, summarize_eval, write_eval
 from coplay.eval.runner import open_engine, play_plans
@@ -111,9 +112,9 @@ def make_player(spec: str, cfg: CoplayConfig, run: RunDir | None, step: int | No
 
 
 def run_players(cfg: CoplayConfig, player: EvalPlayer, opponent: EvalPlayer | None,
-                engine: Any = None) -> tuple[dict[str, Any], int]:
+                engine: Any = None, league: League | None = None) -> tuple[dict[str, Any], int]:
     """Play the protocol's episodes (`cfg.eval`) in this process; returns (results, trajectories
-    evaluated)."""
+    evaluated). Multi-seat games also rate the `league`'s members."""
     kind = ("self" if opponent is None
             else opponent.spec if opponent.spec in ("expert", "random") else "expert")
     plans = eval_plans(cfg, player.seat, player.spec, cfg.eval.model_copy(update={"opponents": kind}))
@@ -122,7 +123,10 @@ def run_players(cfg: CoplayConfig, player: EvalPlayer, opponent: EvalPlayer | No
             if coplay_envs.seats(plan.game):
                 plan.default = opponent.seat
     banks = {**(opponent.banks if opponent else {}), **player.banks}
-    trajectories = evaluated(play_plans(cfg, plans, engine, banks), plans)
+    played = play_plans(cfg, plans, engine, banks)
+    if league is not None:
+        league.play(played)
+    trajectories = evaluated(played, plans)
     return summarize_eval(trajectories), len(trajectories)
 
 
@@ -141,8 +145,9 @@ def run_evaluation(cfg: CoplayConfig, policy: str, opponents: str | None, run: R
     started = time.perf_counter()
     engine = open_engine(cfg, {k: v for p in seated for k, v in p.adapters.items()}) \
         if any(p.needs_engine for p in seated) else None
+    league = run_league(cfg, run)
     try:
-        results, n = run_players(cfg, player, opponent, engine)
+        results, n = run_players(cfg, player, opponent, engine, league)
     finally:
         if engine is not None:
             engine.close()
@@ -157,4 +162,18 @@ def run_evaluation(cfg: CoplayConfig, policy: str, opponents: str | None, run: R
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **player.detail}
     if policy == "model":
         meta["iteration"] = player.detail["learner_step"]
-    return write_eval(out, name, results, meta)
+    return write_eval(out, name, results, meta, league.table())
+
+
+def run_league(cfg: CoplayConfig, run: RunDir | None) -> League:
+    """The league `coplay eval` rates its games in: the run's `league.json` where there is one (its ratings
+    are the starting point; the run's file is never rewritten), else a fresh one."""
+    league = League(cfg.rollout.selfplay.league)
+    path = run.root / LEAGUE_FILE if run else None
+    if path is not None and path.is_file():
+        try:
+            league.load_json(json.loads(path.read_text()), str(path))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: not a readable league ({exc}); move it away to rate from scratch") \
+                from None
+    return league

@@ -115,9 +115,13 @@ def markdown_table(results: dict[str, Any], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_eval(out_dir: Path, name: str, results: dict[str, Any], meta: dict[str, Any]) -> tuple[Path, Path]:
-    """`<name>.json` and `<name>.md` under `out_dir`."""
-    json_path = write_json_atomic(out_dir / f"{name}.json", {"meta": meta, "results": results})
-    md_path = write_bytes_atomic(out_dir / f"{name}.md",
-                                 markdown_table(results, f"Evaluation: {name}").encode())
+def write_eval(out_dir: Path, name: str, results: dict[str, Any], meta: dict[str, Any],
+               league: dict[str, Any] | None = None) -> tuple[Path, Path]:
+    """`<name>.json` and `<name>.md` under `out_dir`; with `league` (`League.table()`) its tables too."""
+    from coplay.driver.league import markdown_league
+
+    body = {"meta": meta, "results": results, **({"league": league} if league else {})}
+    json_path = write_json_atomic(out_dir / f"{name}.json", body)
+    text = markdown_table(results, f"Evaluation: {name}") + (markdown_league(league) if league else "")
+    md_path = write_bytes_atomic(out_dir / f"{name}.md", text.encode())
     return json_path, md_path

@@ -10,8 +10,10 @@ Leave-one-out variant (`retrieve`): the baseline is the mean of the *other* memb
     A_i = (R_i - mean_{j != i} R_j) / (std(R) + 1e-6)
 
 Groups per adapter:
-- `act`: episodes of the model's policy that share a start state (game, seed) and role, compared at the
-  same step index t; an episode that ended before t does not enter step t's statistics.
+- `act`: episodes of the model's policy that share a start state and line-up (`Trajectory.group`, set by
+  self-play plans; else (game, seed)) and seat (hence role: advantages are normalised per role within a
+  group, as SPIRAL's role-conditioned advantages), compared at the same step index t; an episode that ended
+  before t does not enter step t's statistics.
   `Sample.reward` of an `act` sample is its step's return-to-go R_t (see `rewards.py`).
 - `retrieve`: all retrieval samples of the same game and role in the learner step, leave-one-out baseline.
 - `segment`, `contract`, `curator`: samples sharing `Sample.group_id`.
@@ -63,8 +65,8 @@ def _reward(sample: Sample) -> float:
 
 
 def act_advantages(trajectories: Iterable[Trajectory]) -> dict[str, float]:
-    """Advantages of `act` samples: groups keyed by (game, seed, role, step index t)."""
-    groups: dict[tuple[str, int, str, int], list[Sample]] = defaultdict(list)
+    """Advantages of `act` samples: groups keyed by (group or (game, seed), seat, role, step index t)."""
+    groups: dict[tuple[str, str, str, str, int], list[Sample]] = defaultdict(list)
     for traj in trajectories:
         if traj.policy != "model":
             continue
@@ -73,7 +75,9 @@ def act_advantages(trajectories: Iterable[Trajectory]) -> dict[str, float]:
             for sid in step.sample_ids:
                 sample = by_id.get(sid)
                 if sample is not None and sample.adapter == "act":
-                    groups[(traj.game, traj.seed, traj.role, t)].append(sample)
+                    group = traj.group or f"{traj.game}/seed{traj.seed}"
+                    seat = traj.seat if traj.group else ""  # by-seed groups pool the seats of a role
+                    groups[(group, seat, traj.role, t)].append(sample)
     out: dict[str, float] = {}
     for members in groups.values():
         for sample, adv in zip(members, group_normalized([_reward(s) for s in members]), strict=True):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from coplay.engines.token_masks import TokenMasks
 from coplay.learn.grpo import aggregation_weights
 from coplay.learn.logprobs import TokenBatch, make_token_batch
 from coplay.types import Sample
@@ -29,6 +30,7 @@ class TrainItem:
     temperature: float
     advantage: float
     weight: float = 0.0  # per-token loss weight, set over the whole batch
+    regex: str | None = None  # the constraint the engine sampled under (Diplomacy constrained orders)
 
 
 @dataclass
@@ -55,7 +57,8 @@ def items_from_samples(samples: list[Sample], advantages: dict[str, float]) -> l
         if not s.completion_ids:
             continue
         items.append(TrainItem(list(s.prompt_ids), list(s.completion_ids), list(s.logprobs),
-                               float(s.temperature), float(advantages[s.sample_id])))
+                               float(s.temperature), float(advantages[s.sample_id]),
+                               regex=s.meta.get("regex") or None))
     return items
 
 
@@ -75,12 +78,21 @@ def rank_micro_batches(items: list[TrainItem], rank: int, world: int,
     chunks = [mine[k * micro_batch_size : (k + 1) * micro_batch_size] for k in range(count)]
     filler = items[0]
     return [chunk or [TrainItem(filler.prompt_ids, filler.completion_ids, filler.behaviour_logprobs,
-                                filler.temperature, 0.0, 0.0)] for chunk in chunks]
+                                filler.temperature, 0.0, 0.0, filler.regex)] for chunk in chunks]
 
 
-def to_micro_batch(items: list[TrainItem], pad_id: int = 0) -> MicroBatch:
+def to_micro_batch(items: list[TrainItem], pad_id: int = 0, masks: TokenMasks | None = None) -> MicroBatch:
+    """Tensors of `items`; constrained items get their constraint's token masks (`masks` required then)."""
     tokens = make_token_batch([i.prompt_ids for i in items], [i.completion_ids for i in items], pad_id)
     width = tokens.completion_ids.shape[1]
+    if any(i.regex for i in items):
+        if masks is None:
+            raise ValueError("constrained samples (Sample.meta['regex']) need the learner's TokenMasks")
+        tokens.bitmask = masks.allocate(len(items) * width).reshape(len(items), width, -1).fill_(-1)
+        for row, item in enumerate(items):
+            if item.regex:
+                tokens.bitmask[row, : len(item.completion_ids)] = masks.completion_bitmask(
+                    item.regex, item.completion_ids)
     beh = torch.zeros((len(items), width), dtype=torch.float32)
     for row, item in enumerate(items):
         beh[row, : len(item.behaviour_logprobs)] = torch.tensor(item.behaviour_logprobs, dtype=torch.float32)

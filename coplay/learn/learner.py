@@ -117,6 +117,7 @@ class Learner:
         self.adapter_specs = {a: adapter_specs[a] for a in adapter_names}
         self.max_tokens = dict(max_tokens if max_tokens is not None else SamplingConfig().max_tokens)
         self.pad_id = int(self.tokenizer.pad_token_id or 0)
+        self._masks: Any = None  # TokenMasks, built on the first constrained batch
         self.trainers = {a: self._make_trainer(a, deepspeed_overrides or {}) for a in adapter_names}
         self.eval_mode()
         self.learner_step = 0
@@ -219,7 +220,15 @@ class Learner:
 
     def _plan(self, items: list[TrainItem]) -> list[MicroBatch]:
         chunks = rank_micro_batches(items, self.rank, self.world_size, self.cfg.micro_batch_size)
-        batches = [to_micro_batch(chunk, self.pad_id) for chunk in chunks]
+        masks = None
+        if any(i.regex for i in items):  # constrained Diplomacy orders: the engine's masks, rebuilt here
+            from coplay.engines.token_masks import TokenMasks
+
+            if self._masks is None:
+                vocab = int(self.policy.config.vocab_size)  # ZeRO-3 partitions the weights themselves
+                self._masks = TokenMasks(self.tokenizer, vocab)
+            masks = self._masks
+        batches = [to_micro_batch(chunk, self.pad_id, masks) for chunk in chunks]
         if self.cfg.kl_beta > 0:
             with torch.no_grad(), adapter_context(self.policy, None):
                 for mb in batches:

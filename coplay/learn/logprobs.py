@@ -1,7 +1,9 @@
 """The learner's log-probs of completion tokens at a sampling temperature, batched and padding-safe.
 
 log π(c_j | prompt, c_<j) = log_softmax(logits / T)[c_j] — the same distribution an engine samples from at
-temperature T (no top-p / top-k: behaviour log-probs are recorded on the full distribution). Sequences are
+temperature T (no top-p / top-k: behaviour log-probs are recorded on the full distribution); for a
+constrained sample (`Sample.meta["regex"]`) the logits are first masked to the tokens its constraint allowed,
+as the engine masked them (`coplay.engines.token_masks`). Sequences are
 right-padded (a causal model's real tokens never see the padding after them) and only the logits of the
 columns that hold completion tokens are computed (`logits_to_keep`), so a large vocabulary costs
 B x (completion columns) x V, not B x (whole sequence) x V.
@@ -18,6 +20,8 @@ from typing import Any
 
 import torch
 
+from coplay.engines.token_masks import mask_logits
+
 
 @dataclass
 class TokenBatch:
@@ -30,6 +34,7 @@ class TokenBatch:
     first_column: int  # logits column of the first kept position
     prompt_lens: list[int]
     completion_lens: list[int]
+    bitmask: torch.Tensor | None = None  # [B, C, words] int32 constraint masks (-1: unconstrained), or None
 
 
 def make_token_batch(prompt_ids: list[list[int]], completion_ids: list[list[int]],
@@ -82,6 +87,8 @@ def batch_logprobs(model: Any, batch: TokenBatch, temperature: float | torch.Ten
     cols = (offsets[:, None] + torch.arange(c_max, device=device)[None, :]).clamp(max=keep - 1)
     picked = torch.gather(logits, 1, cols[:, :, None].expand(-1, -1, logits.shape[-1]))
     scale = temps.to(device).reshape(-1, 1, 1) if temps.dim() == 1 else temps.to(device)
+    if batch.bitmask is not None:  # constrained samples: the masked distribution the engine sampled from
+        picked = mask_logits(picked, batch.bitmask)
     logp = torch.log_softmax(picked.float() / scale, dim=-1)
     token_lp = torch.gather(logp, 2, batch.completion_ids.to(device)[:, :, None]).squeeze(2)
     return token_lp * batch.completion_mask.to(device)

@@ -156,6 +156,29 @@ def reward_part_panels(records: list[dict[str, Any]]) -> dict[str, list[Series]]
     return panels
 
 
+def league_panels(records: list[dict[str, Any]]) -> dict[str, list[Series]]:
+    """Per multi-seat game, each league member's rating mu over iterations (one panel per game)."""
+    games = sorted({g for r in records for g in r.get("league", {})})
+    panels = {}
+    for game in games:
+        rows = [(r["iteration"], r["league"][game]) for r in records if game in r.get("league", {})]
+        members = sorted({m for _, table in rows for m in table})
+        panels[game] = [Series(m, [it for it, table in rows if m in table],
+                               [_num(table[m].get("mu")) for _, table in rows if m in table])
+                        for m in members]
+    return panels
+
+
+def pooled_seat_scores(records: list[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
+    """Per multi-seat game and role, the learner's episode scores of every iteration (`learner_seats`)."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for r in records:
+        for game, roles in r.get("learner_seats", {}).items():
+            for role, v in roles.items():
+                out.setdefault(game, {}).setdefault(role, []).extend(float(x) for x in v.get("scores", []))
+    return {g: {r: v for r, v in roles.items() if v} for g, roles in sorted(out.items())}
+
+
 def rate_series(records: list[dict[str, Any]]) -> list[Series]:
     """Invalid-action and parse-error rates (per step) per iteration."""
     out = []

@@ -86,6 +86,7 @@ SECTIONS = (
     ("invalid", "Invalid actions", sections.rates),
     ("learner", "Learner", sections.learner),
     ("banks", "Skill banks", sections.banks),
+    ("league", "Self-play league", sections.league),
     ("eval", "Evaluations", sections.evaluations),
     ("throughput", "Throughput", sections.throughput),
 )

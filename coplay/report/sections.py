@@ -10,6 +10,7 @@ import re
 import statistics
 from typing import Any
 
+from coplay.eval.stats import summarize, wilson_interval
 from coplay.report import charts
 from coplay.report.data import (
     EvalFile,
@@ -18,6 +19,8 @@ from coplay.report.data import (
     bank_size_series,
     eval_overlays,
     games_of,
+    league_panels,
+    pooled_seat_scores,
     rate_series,
     reward_part_panels,
     score_series,
@@ -165,6 +168,46 @@ def _extra_tables(ev: EvalFile) -> str:
             out.append(f"<h4>{e(game)} per power</h4><table><tr><th>power</th><th>n</th><th>mean</th>"
                        f"<th>95% CI (t)</th></tr>{rows}</table>")
     return "".join(out)
+
+
+def league(data: RunData) -> str:
+    """The league's ratings over iterations and its latest table; the learner's seats per role."""
+    panels = league_panels(data.iterations)
+    if not panels:
+        return _none("No league ratings (no multi-seat game played, or rollout.selfplay.league.enabled "
+                     "is false).")
+    parts = [figure("chart-league", charts.small_multiples("league", "OpenSkill mu per pool member",
+                                                           "iteration", panels),
+                    "Rating mean (mu) of every pool member after each iteration's self-play and evaluation "
+                    "games; act@v<n> is a policy version, which starts from its predecessor's rating.")]
+    last = next(r for r in reversed(data.iterations) if r.get("league"))
+    for game, table in last["league"].items():
+        rows = "".join(f"<tr><td>{e(m)}</td><td>{_fmt(v.get('mu'))}</td><td>{_fmt(v.get('sigma'))}</td>"
+                       f"<td>{_fmt(v.get('ordinal'))}</td><td>{_fmt(v.get('games'))}</td></tr>"
+                       for m, v in table.items())
+        parts.append(f"<h3>{e(game)} after iteration {last['iteration']}</h3><table><tr><th>member</th>"
+                     f"<th>mu</th><th>sigma</th><th>ordinal (mu - 3 sigma)</th><th>games</th></tr>{rows}"
+                     "</table>")
+    parts += [_seat_table(game, roles) for game, roles in pooled_seat_scores(data.iterations).items()]
+    return "".join(parts)
+
+
+def _seat_table(game: str, roles: dict[str, list[float]]) -> str:
+    """The learner's results per role over the run: Avalon win rate (Wilson 95%), else mean score (t 95%;
+    Diplomacy: supply centres)."""
+    rows = []
+    for role, scores in sorted(roles.items()):
+        if game == "avalon":
+            wins = sum(1 for s in scores if s > 0)
+            low, high = wilson_interval(wins, len(scores))
+            cell = f"{wins / len(scores):.2f} [{low:.2f}, {high:.2f}]"
+        else:
+            s = summarize(scores)
+            cell = f"{s.mean:.2f} [{s.ci_low:.2f}, {s.ci_high:.2f}]"
+        rows.append(f"<tr><td>{e(role)}</td><td>{len(scores)}</td><td>{cell}</td></tr>")
+    what = "win rate [95% Wilson]" if game == "avalon" else "mean score [95% t]"
+    return (f"<h3>{e(game)}: the learner per role, all iterations</h3><table><tr><th>role</th>"
+            f"<th>episodes</th><th>{what}</th></tr>{''.join(rows)}</table>")
 
 
 def evaluations(data: RunData) -> str:

@@ -27,8 +27,9 @@ from coplay.types import Step, Trajectory
 
 @dataclass(frozen=True)
 class SeatPlayer:
-    """Who plays a seat: `model` (the seat config's adapters), `frozen` (`seat` with older engine names),
-    `openai` (`endpoint`, with `seat`'s act sampling and history length) or a bot (`expert` / `random`)."""
+    """Who plays a seat: `model` (the seat config's adapters; its samples train), `current` (the same policy
+    as an opponent: its samples do not train), `frozen` (`seat` with older engine names), `openai`
+    (`endpoint`, with `seat`'s act sampling and history length) or a bot (`expert` / `random`)."""
 
     kind: str = "model"
     seat: ModelSeat | None = None
@@ -54,6 +55,7 @@ class EpisodePlan:
     max_steps: int | None = None
     iteration: int = 0
     bank_version: int = 0
+    group: str = ""  # the GRPO group (episodes sharing start state and line-up); "" = by start seed
 
 
 @dataclass
@@ -78,21 +80,22 @@ class _Seat:
         self.player = plan.players.get(seat, plan.default)
         self.traj = Trajectory(episode_id=plan.episode_id, game=plan.game, seat=seat, role=role,
                                seed=plan.seed, iteration=plan.iteration, bank_version=plan.bank_version,
-                               policy=self.player.label)
+                               policy=self.player.label, group=plan.group)
         self.agent: DecisionAgent | OpenAISeat | None = None
         self.bot: Any = None
         seed_parts = (ctx.run_seed, plan.iteration, plan.episode_id, seat)
-        if self.player.kind in ("model", "frozen"):
+        if self.player.kind in ("model", "current", "frozen"):
             assert self.player.seat is not None, "a model seat needs a ModelSeat"
             assert ctx.engine is not None, (f"{plan.episode_id}: seat {seat} is a {self.player.kind} seat; "
                                             f"it needs an engine")
             ms = self.player.seat
             self.traj.adapter_versions = {k: int(v.rsplit("@v", 1)[1]) for k, v in
                                           (("act", ms.act), ("retrieve", ms.retrieve)) if v}
-            skills = ctx.skills_for(plan.game, role) if self.player.kind == "model" else None
+            skills = ctx.skills_for(plan.game, role) if self.player.kind in ("model", "current") else None
+            act_group = (f"{plan.group}/{seat}" if plan.group else f"{plan.game}/{role}/seed{plan.seed}")
             self.agent = DecisionAgent(
                 game=plan.game, rules=ctx.rules(plan.game), engine=ctx.engine, seat=ms, skills=skills,
-                act_group=f"{plan.game}/{role}/seed{plan.seed}", retrieve_group=f"{plan.game}/{role}",
+                act_group=act_group, retrieve_group=f"{plan.game}/{role}",
                 seed_parts=seed_parts, sample_prefix=f"{plan.episode_id}/{seat}")
         elif self.player.kind == "openai":
             assert self.player.seat is not None and self.player.endpoint is not None, \

@@ -125,6 +125,12 @@ class AvalonState:
         return state
 
 
+def deal(seed: int) -> list[str]:
+    """The role of each seat in the game `reset(seed=seed)` deals (the deal is `new_game`'s first draw from
+    `seed_rng(seed)`): lets a scheduler seat a player in a chosen role without playing the game."""
+    return [ROLE_DECK[i] for i in np.random.default_rng(seed).permutation(NUM_SEATS)]
+
+
 def new_game(rng: np.random.Generator, discussion_rounds: int = 1, auto_approve_fifth: bool = False,
              max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS) -> AvalonState:
     """Shuffle the roles and draw the first leader from `rng` (the only random draws of a game)."""

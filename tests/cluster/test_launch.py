@@ -113,6 +113,18 @@ def test_selfplay_configs_are_cluster_scale_with_an_opponent_pool(path):
     assert cfg.engine.max_loras >= 2 * len(cfg.adapters) + 4, "room for frozen opponents' adapters"
 
 
+@pytest.mark.parametrize("path", SELFPLAY_CONFIGS, ids=lambda p: p.stem)
+def test_selfplay_configs_keep_every_worker_busy_and_every_role_scheduled(path):
+    from coplay.driver.lineups import role_weights
+
+    cfg = load_config(path)
+    rollout, game = cfg.rollout, cfg.games[0]
+    assert rollout.start_states % rollout.workers == 0, "whole groups split evenly over the workers"
+    per_worker = rollout.start_states // rollout.workers * rollout.group_size
+    assert per_worker == rollout.concurrent_episodes, "each worker plays all its games at once, no more"
+    assert rollout.start_states % sum(role_weights(cfg, game).values()) == 0, "every role in every iteration"
+
+
 def test_train_py_help_works_without_a_cluster():
     result = subprocess.run([sys.executable, str(TRAIN_PY), "--help"], capture_output=True, text=True,
                             timeout=60, cwd=REPO)

@@ -116,3 +116,12 @@ def test_tiny_model_on_every_game(tmp_path, capsys, tiny_model_config):
            *_model_overrides(tiny_model_config)], capsys)
     data = json.loads((tmp_path / "expert-vs-base.json").read_text())
     assert data["meta"]["opponents"] == "base" and sorted(data["results"]) == ["avalon", "diplomacy"]
+
+
+def test_eval_rates_the_players_in_the_league(tmp_path, capsys):
+    out = _eval(["--policy", "expert", "--opponents", "random", "--games", "diplomacy",
+                 "--episodes-per-seat", "2", "--max-steps", "12", "--out", str(tmp_path)], capsys)
+    data = json.loads((tmp_path / "expert.json").read_text())
+    table = data["league"]["diplomacy"]
+    assert list(table) == ["expert", "random"] and table["expert"]["games"] == 14
+    assert "## diplomacy league (OpenSkill)" in out and "| expert |" in out

@@ -11,7 +11,8 @@ import random
 from dataclasses import replace
 from pathlib import Path
 
-from coplay.config import CoplayConfig, SkillBankConfig
+from coplay.config import CoplayConfig, LeagueConfig, SkillBankConfig
+from coplay.driver.league import League
 from coplay.driver.metrics import iteration_record, reward_parts
 from coplay.driver.records import CollectStats, IterationData
 from coplay.eval.protocol import summarize_eval, write_eval
@@ -52,12 +53,26 @@ def _train(iteration: int, rng: random.Random) -> TrainStep:
                      reward_parts=reward_parts(_samples(rng, iteration - 1, 10)))
 
 
+def _league_games(league: League, iteration: int) -> list[Trajectory]:
+    """Real Avalon games of the random bot relabelled as a line-up: the policy at version iteration-1 in
+    two seats, the expert label in one, random in two (ratings move, nothing is claimed about strength);
+    returns the games' trajectories."""
+    games = play_bot_episodes("avalon", "random", [10 * iteration + i for i in range(3)])
+    labels = {"player_0": "model", "player_1": "model", "player_2": "expert"}
+    mine = ("player_0", "player_1")
+    played = [replace(t, policy=labels.get(t.seat, "random"), episode_id=f"avalon-s{t.seed}",
+                      adapter_versions={"act": iteration - 1} if t.seat in mine else {}) for t in games]
+    league.play(played)
+    return played
+
+
 def build_run(root: Path, games_dir_name: str = "synthetic") -> RunDir:
     rng = random.Random(7)
     cfg = CoplayConfig()
     run = RunDir.create(root, games_dir_name, cfg.to_yaml(), when=0)
     bank_cfg = SkillBankConfig()
     bank = Bank("2048")
+    league = League(LeagueConfig(), run.root / "league.json")
     versions = {a: 0 for a in ADAPTERS}
     run.append_metrics({"iteration": 0, "cold_start": {"sft": {"loss": 1.9, "examples": 320},
                                                        "seed_bank_trajectories": 4},
@@ -73,8 +88,9 @@ def build_run(root: Path, games_dir_name: str = "synthetic") -> RunDir:
         train = _train(k, rng) if k > 1 else None
         versions = {a: max(0, k - 2) for a in ADAPTERS}
         data = IterationData(k, trajectories, [], {"2048": bank.version - 1})
+        trajectories += [t for t in _league_games(league, k) if t.policy == "model"]
         record = iteration_record(k, data, stats, BankUpdate(reports=[bank_report]), train, versions,
-                                  40.0 + 2 * k, {})
+                                  40.0 + 2 * k, {}, league=league.table())
         run.append_metrics(record)
     for k in (2, 4):
         evaluated = _as_policy(play_bot_episodes("2048", "expert", [1_000_000 + i for i in range(6)], 40),

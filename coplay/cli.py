@@ -20,14 +20,23 @@ def _config_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def _train(args: argparse.Namespace) -> int:
+    import signal
+
+    from coplay.actors.connect import ClusterConnectError
     from coplay.artifacts import ArtifactError
     from coplay.config import load_config
+    from coplay.driver.preflight import RunFinished, RunStopped
     from coplay.driver.state import ResumeError
     from coplay.learn.checkpoint import CheckpointError
     from coplay.loop import train
     from coplay.runs import RunDirError
 
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # SIGTERM stops a run the way Ctrl-C does
     try:
         if args.resume:
             # the run's own resolved config, plus overrides (e.g. loop.iterations=20 to extend it)
@@ -35,7 +44,16 @@ def _train(args: argparse.Namespace) -> int:
             run_dir = train(load_config(config, args.overrides), resume=args.resume)
         else:
             run_dir = train(load_config(args.config, args.overrides))
-    except (ArtifactError, CheckpointError, ResumeError, RunDirError) as exc:
+    except RunFinished as exc:
+        print(f"coplay train: {exc}")
+        return 0
+    except RunStopped as exc:
+        print(f"coplay train: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("coplay train: stopped (Ctrl-C or SIGTERM)", file=sys.stderr)
+        return 130
+    except (ArtifactError, CheckpointError, ClusterConnectError, ResumeError, RunDirError) as exc:
         print(f"coplay train: {exc}", file=sys.stderr)
         return 2
     print(f"run folder: {run_dir}")

@@ -13,34 +13,39 @@ import time
 from pathlib import Path
 
 import ray
+from ray.exceptions import RayActorError, RayTaskError
 
+from coplay.actors.connect import start_ray
 from coplay.actors.system import System
 from coplay.config import CoplayConfig
 from coplay.driver.batch import train_on
 from coplay.driver.evaluation import evaluate
 from coplay.driver.metrics import MetricsLog, iteration_record
 from coplay.driver.plans import iteration_plans
+from coplay.driver.preflight import restart_in_place, resume_point, run_stopped
 from coplay.driver.schedule import bank_version_for, policy_step_for
-from coplay.driver.state import LoopState, fresh_state, resumable_checkpoint, resume_state, save_checkpoint
+from coplay.driver.state import LoopState, fresh_state, resume_state, save_checkpoint
 from coplay.runs import RunDir
-from coplay.security import ray_init_kwargs
 
 
 def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
     """Run the loop; returns the run folder. `resume`: an existing run folder to continue from its last
-    checkpoint (`coplay.driver.state` says exactly what is restored)."""
+    checkpoint (`coplay.driver.state` says exactly what is restored; `coplay.driver.preflight` checks the
+    folder first, before Ray starts). Ctrl-C / SIGTERM end it as `RunStopped`: Ray and the engines shut down
+    and the folder stays resumable."""
     run = RunDir.open(resume) if resume else RunDir.create(cfg.run.out_dir, cfg.run.name, cfg.to_yaml())
-    if resume:
-        resumable_checkpoint(run)
+    point = resume_point(run, cfg) if resume else None
+    if point is not None and point.checkpoint is None:
+        restart_in_place(run)
     log = MetricsLog(run, cfg.logging, cfg.model_dump(mode="json"))
-    started_ray = not ray.is_initialized()
-    if started_ray:
-        ray.init(**ray_init_kwargs(cfg.cluster))
-    system = None
+    started_ray, system = not ray.is_initialized(), None
     try:
+        if started_ray:
+            start_ray(cfg.cluster, cfg.logging.verbose)
         system = System(cfg, run)
         at_start = evaluate if cfg.eval.at_start else None
-        state = resume_state(system, cfg, log) if resume else fresh_state(system, cfg, log, at_start)
+        state = (resume_state(system, cfg, log) if point and point.checkpoint
+                 else fresh_state(system, cfg, log, at_start))
         s = cfg.loop.staleness
         for k in range(state.next_iteration, cfg.loop.iterations + 1):
             t0 = time.perf_counter()
@@ -51,7 +56,9 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
             rollouts = system.launch(k, iteration_plans(cfg, k, versions, frozen, bank_version_for(k)))
             bank_job = (system.bank_update(state.data[k - 1], versions, state.banks.latest())
                         if k > 1 else None)
-            trained = train_on(system, cfg, state.data[k - 1], state.ledger) if s >= 1 and k > 1 else None
+            trained = (train_on(system, cfg, state.data[k - 1], state.ledger)  # unless an extended run's
+                       if s >= 1 and k > 1 and state.ledger.latest_step < k - 1 else None)  # final step did
+
             data, stats = system.collect(rollouts, bank_versions)
             t_collected = time.perf_counter()
             bank = system.bank_result(bank_job)
@@ -73,6 +80,8 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
             if save:  # after the metrics line: metrics always cover what a checkpoint holds
                 save_checkpoint(system, state, k)
         finish(system, cfg, state, log)
+    except (KeyboardInterrupt, RayTaskError, RayActorError) as exc:
+        raise run_stopped(run, exc) from None
     finally:
         log.close()
         if system is not None:

@@ -99,9 +99,36 @@ class RunDir:
         """One JSON object per line, appended atomically."""
         append_line_atomic(self.metrics_path, json.dumps(record, sort_keys=True, allow_nan=False))
 
+    def torn_metrics_tail(self) -> str:
+        """The torn last line of `metrics.jsonl` (a write cut short: not JSON), else ""."""
+        if not self.metrics_path.is_file():
+            return ""
+        text = self.metrics_path.read_text(errors="replace")
+        last = text.rstrip("\n").rpartition("\n")[2]
+        if not last.strip():
+            return ""
+        try:
+            json.loads(last)
+        except json.JSONDecodeError:
+            return last
+        return ""
+
+    def cut_torn_metrics_tail(self) -> str:
+        """Move a torn last line of `metrics.jsonl` to `metrics.jsonl.torn` (kept for inspection), so the
+        next append starts a line of its own; returns what was moved ("" when nothing was torn)."""
+        torn = self.torn_metrics_tail()
+        if torn:
+            text = self.metrics_path.read_text(errors="replace")
+            keep = text[: text.rstrip("\n").rfind(torn)]
+            with open(self.root / "metrics.jsonl.torn", "a") as f:
+                f.write(torn + "\n")
+            write_bytes_atomic(self.metrics_path, keep.encode())
+        return torn
+
     def read_metrics(self) -> list[dict[str, Any]]:
-        """All metric records. A torn final line (a crash mid-append) is left out; a bad line anywhere
-        else is an error naming the file and line, since it means the file was edited or corrupted."""
+        """All metric records. A torn final line (a crash mid-append) is left out (`torn_metrics_tail` says
+        what it was; `coplay report` and `coplay train --resume` report it); a bad line anywhere else is an
+        error naming the file and line, since it means the file was edited or corrupted."""
         lines = [ln for ln in self.metrics_path.read_text().splitlines() if ln.strip()]
         records = []
         for i, line in enumerate(lines):

@@ -28,6 +28,7 @@ from coplay.artifacts import ArtifactError, RepublishPolicy
 from coplay.config import BANK_ADAPTERS, CoplayConfig
 from coplay.driver.records import CollectStats, IterationData
 from coplay.driver.schedule import BankSchedule, VersionLedger
+from coplay.progress import Phase, phase
 from coplay.rollout.model_episodes import EpisodePlan
 from coplay.runs import RunDir
 from coplay.skills.schema import Bank
@@ -233,12 +234,24 @@ class System:
         reruns = [0] * len(rollouts.chunks)
         refs = list(rollouts.refs)
         pending = set(range(len(refs)))
-        while pending:
+        total = sum(len(c) for c in rollouts.chunks)
+        with phase(f"iteration {rollouts.iteration}: rollouts", total, "episode seats") as bar:
+            while pending:
+                self._gather_one(rollouts, results, reruns, refs, pending, bar)
+        done = [r for r in results if r is not None]
+        check_exactly_once([p.episode_id for c in rollouts.chunks for p in c], done, rollouts.iteration)
+        return done
+
+    def _gather_one(self, rollouts: Rollouts, results: list[RolloutResult | None], reruns: list[int],
+                    refs: list[Any], pending: set[int], bar: Phase) -> None:
+        """Wait for the next chunk; a chunk whose worker died is started again (see `gather`)."""
+        if pending:
             ready, _ = ray.wait([refs[i] for i in sorted(pending)], num_returns=1)
             i = next(j for j in pending if refs[j] == ready[0])
             try:
                 results[i] = ray.get(ready[0])
                 pending.discard(i)
+                bar.advance(len(rollouts.chunks[i]))
             except (RayActorError, RayTaskError) as exc:
                 if not actor_died(exc) or reruns[i] >= self.cfg.cluster.max_restarts:
                     raise
@@ -253,9 +266,6 @@ class System:
                 rollouts.workers[i] = worker
                 refs[i] = self.workers[worker].rollout.remote(rollouts.chunks[i], rollouts.iteration,
                                                               reruns[i])
-        done = [r for r in results if r is not None]
-        check_exactly_once([p.episode_id for c in rollouts.chunks for p in c], done, rollouts.iteration)
-        return done
 
     def collect(self, rollouts: Rollouts,
                 bank_versions: dict[str, int]) -> tuple[IterationData, CollectStats]:
@@ -297,6 +307,10 @@ class System:
         shards on the same base versions, at most `cluster.max_restarts` times."""
         if job is None:
             return BankUpdate()
+        with phase(f"bank update over iteration {job.iteration}"):
+            return self._bank_wait(job)
+
+    def _bank_wait(self, job: BankJob) -> BankUpdate:
         while True:
             try:
                 if job.ref is None:

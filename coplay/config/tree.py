@@ -268,6 +268,8 @@ class ClusterConfig(Section):
     num_cpus: int | None = Field(None, ge=1)
     num_gpus: int | None = Field(None, ge=0)
     include_dashboard: bool = False
+    connect_timeout_s: float = Field(
+        30.0, gt=0.0, description="with an address: how long to wait for its Ray cluster to answer")
     max_restarts: int = Field(3, ge=0)
     artifact_max_failures: int = Field(3, ge=1)
     rollout_worker_gpus: float | None = Field(
@@ -284,6 +286,8 @@ class LoggingConfig(Section):
     tensorboard: bool = True
     wandb_project: str | None = None
     console: bool = True
+    verbose: bool = Field(
+        False, description="show INFO logs of vLLM, Ray, peft and DeepSpeed (default: WARNING and above)")
 
 
 class RunConfig(Section):

@@ -9,6 +9,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
+from coplay import progress
 from coplay.config import LoggingConfig
 from coplay.driver.records import CollectStats, IterationData
 from coplay.eval.stats import summarize
@@ -40,6 +41,8 @@ class MetricsLog:
 
     def __init__(self, run: RunDir, cfg: LoggingConfig, run_config: dict[str, Any]) -> None:
         self.run, self.cfg = run, cfg
+        progress.set_enabled(cfg.console)
+        progress.quiet_third_party(cfg.verbose)
         self.tb = None
         if cfg.tensorboard:
             from torch.utils.tensorboard import SummaryWriter

@@ -7,6 +7,7 @@ Each verb parses its arguments and imports its implementation lazily, so `coplay
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -137,11 +138,21 @@ def _eval(args: argparse.Namespace) -> int:
 def _eval_run(args: argparse.Namespace) -> int:
     from coplay.config import load_config
     from coplay.eval.players import run_evaluation
+    from coplay.eval.policies import parse_policy
     from coplay.runs import RunDir
 
     run_dir, overrides = args.run_dir, list(args.overrides)
     if run_dir and "=" in run_dir and not Path(run_dir).is_dir():  # no run folder: argparse took an override
         run_dir, overrides = None, [run_dir, *overrides]
+    if args.policy is None and run_dir is None:
+        raise ValueError("give a run folder (coplay eval RUN_DIR) or --policy (base | run:RUN_DIR[@STEP] | "
+                         "expert | random | openai)")
+    policy = parse_policy(args.policy or f"run:{run_dir}")
+    if args.step is not None:
+        if policy.kind != "run" or (policy.step is not None and policy.step != args.step):
+            raise ValueError(f"--step {args.step}: only with a run policy, and not against its @STEP")
+        policy = dataclasses.replace(policy, step=args.step)
+    run_dir = run_dir or policy.run_dir
     run = RunDir.open(run_dir) if run_dir else None
     for flag, key in (("games", "games"), ("episodes", "eval.episodes"),
                       ("episodes_per_seat", "eval.episodes_per_seat"), ("max_steps", "eval.max_steps")):
@@ -151,22 +162,31 @@ def _eval_run(args: argparse.Namespace) -> int:
                 raise ValueError(f"--{flag.replace('_', '-')} {value}: expected at least 1")
             overrides.append(f"{key}=[{value}]" if flag == "games" else f"{key}={value}")
     cfg = load_config(args.config or (str(run.config_path) if run else None), overrides)
-    json_path, md_path = run_evaluation(cfg, args.policy, args.opponents, run, args.step,
-                                        Path(args.out) if args.out else None, args.name)
+    out = Path(args.out) if args.out else (run.eval if run else None)
+    json_path, md_path = run_evaluation(cfg, policy, args.opponents, out, args.name)
     print(md_path.read_text(), end="")
     print(f"written {json_path} and {md_path}")
     return 0
 
 
 def _report(args: argparse.Namespace) -> int:
-    from coplay.report import write_report
+    from coplay.report.data import load_run
+    from coplay.report.html import write_report
     from coplay.runs import RunDirError
 
     try:
-        print(write_report(args.run_dir))
+        path = write_report(args.run_dir)
+        problems = load_run(args.run_dir).problems
     except RunDirError as exc:
         print(f"coplay report: {exc}", file=sys.stderr)
         return 2
+    print(path)
+    for problem in problems:
+        print(f"coplay report: {problem}", file=sys.stderr)
+    if problems:
+        print(f"coplay report: {len(problems)} problem(s) in the run folder; the report lists them",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -183,21 +203,24 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 def _add_eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", nargs="?", default=None,
-                   help="a run folder: its config, its adapters (--policy model) and its eval/ for the "
-                        "results; write RUN_DIR and the overrides next to each other (before or after the "
-                        "options)")
+                   help="a run folder: its config, its eval/ for the results and, without --policy, its "
+                        "adapters (run:RUN_DIR); write RUN_DIR and the overrides next to each other "
+                        "(before or after the options)")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
                    help="print two evaluation files side by side: differences and whether the 95%% CIs "
-                        "overlap")
-    p.add_argument("--json", default=None, help="with --compare: also write the rows to this JSON file")
-    p.add_argument("--policy", default="model",
-                   help="who is evaluated: expert | random | base (the model without adapters) | model "
-                        "(RUN_DIR's adapters) | openai (rollout.opponents.endpoint); default model")
+                        "overlap; warns when their episodes, seeds or horizon differ")
+    p.add_argument("--json", default=None, help="with --compare: also write the rows to this JSON file "
+                   "(default: none)")
+    p.add_argument("--policy", default=None,
+                   help="who is evaluated: base (the model without adapters) | run:RUN_DIR[@STEP] (a run's "
+                        "adapters at a learner step, default the newest) | expert | random | openai "
+                        "(rollout.opponents.endpoint); default run:RUN_DIR")
     p.add_argument("--opponents", default=None,
                    help="other seats of Avalon and Diplomacy: expert | random | self | base | openai "
-                        "(default: eval.opponents)")
+                        "(default: eval.opponents, expert)")
     p.add_argument("--step", type=int, default=None,
-                   help="--policy model: the learner step (default: newest)")
+                   help="learner step of a run policy, same as run:RUN_DIR@STEP; a step the run does not "
+                        "have is refused (default: the newest)")
     p.add_argument("--games", default=None, help="comma-separated game keys (default: the config's games)")
     p.add_argument("--episodes", type=int, default=None,
                    help="episodes per single-player game (default: eval.episodes, 16)")
@@ -207,8 +230,10 @@ def _add_eval_args(p: argparse.ArgumentParser) -> None:
                    help="cap on decisions per episode (default: eval.max_steps, else rollout.max_steps, else "
                         "the game's horizon)")
     p.add_argument("--out", default=None,
-                   help="folder for <name>.json/.md (default: RUN_DIR/eval or runs/eval)")
-    p.add_argument("--name", default=None, help="file name stem (default: the policy)")
+                   help="folder for <name>.json/.md (default: RUN_DIR/eval or <run.out_dir>/eval)")
+    p.add_argument("--name", default=None,
+                   help="file name stem (default: <policy>[-step<K>]_<games>_vs-<opponents>_seeds<start>-"
+                        "n<episodes>x<per seat>; an existing name gets -2, -3, ...)")
     _add_config_args(p)
 
 

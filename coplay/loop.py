@@ -25,6 +25,7 @@ from coplay.driver.plans import iteration_plans
 from coplay.driver.preflight import restart_in_place, resume_point, run_stopped
 from coplay.driver.schedule import bank_version_for, policy_step_for
 from coplay.driver.state import LoopState, fresh_state, resume_state, save_checkpoint
+from coplay.report import write_report
 from coplay.runs import RunDir
 
 
@@ -93,7 +94,7 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
 
 def finish(system: System, cfg: CoplayConfig, state: LoopState, log: MetricsLog) -> None:
     """With staleness >= 1 the last iteration's samples still train (and are checkpointed); then every
-    worker ends on the newest versions, acknowledged."""
+    worker ends on the newest versions, acknowledged, and the run's report.html is written."""
     last = cfg.loop.iterations
     if cfg.loop.staleness >= 1 and state.ledger.latest_step < last:
         final = train_on(system, cfg, state.data[last], state.ledger)
@@ -105,3 +106,4 @@ def finish(system: System, cfg: CoplayConfig, state: LoopState, log: MetricsLog)
     system.sync(newest, [], banks)
     log.log(last + 1, {"final_versions": newest, "final_bank_versions": banks,
                        "acknowledgements": system.acknowledgements(newest, banks)})
+    write_report(system.run)  # report.html in the run folder, as `coplay report` writes it

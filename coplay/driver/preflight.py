@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import shutil
 import struct
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,21 +62,57 @@ def check_safetensors(path: Path) -> None:
                             f"{8 + size + max(ends, default=0)})")
 
 
-def verify_artifacts(run: RunDir) -> int:
-    """Every adapter version and bank version of the run folder against its manifest; banks also parsed as
-    JSON. Returns how many were checked; raises `ArtifactError` naming the first bad file."""
-    checked = 0
-    for manifest in sorted(run.root.glob("adapters/*/v*/manifest.json")):
-        read_adapter_version(manifest.parent)
-        checked += 1
-    for path in sorted(p for p in run.root.glob("banks/**/v*.json") if not p.name.endswith(".manifest.json")):
-        data, _ = read_bank_version(path)
+def _adapter_problem(folder: Path) -> str | None:
+    try:
+        read_adapter_version(folder)
+    except ArtifactError as exc:
+        return str(exc)
+    for name in sorted(p.name for p in folder.glob("*.safetensors")):
         try:
-            json.loads(data)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ArtifactError(f"{path}: not JSON ({exc})") from None
-        checked += 1
-    return checked
+            check_safetensors(folder / name)
+        except ArtifactError as exc:
+            return str(exc)
+    return None
+
+
+def _bank_problem(path: Path) -> str | None:
+    try:
+        data, _ = read_bank_version(path)
+        json.loads(data)
+    except ArtifactError as exc:
+        return str(exc)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return f"{path}: not JSON ({exc})"
+    return None
+
+
+def _shard_problem(path: Path) -> str | None:
+    from coplay.types import ShardError, read_shard
+
+    try:
+        read_shard(path)
+    except (ShardError, OSError) as exc:
+        return f"{path}: unreadable trajectory shard ({exc})"
+    return None
+
+
+def artifact_problems(run: RunDir, shards: bool = False) -> list[str]:
+    """One line per bad file of the run folder: every adapter version and bank version against its manifest
+    (banks also parsed as JSON), and with `shards` every trajectory shard decoded."""
+    found = [_adapter_problem(m.parent) for m in sorted(run.root.glob("adapters/*/v*/manifest.json"))]
+    found += [_bank_problem(p) for p in sorted(run.root.glob("banks/**/v*.json"))
+              if not p.name.endswith(".manifest.json")]
+    if shards:
+        found += [_shard_problem(p) for p in sorted(run.shards.glob("*.msgpack"))]
+    return [p for p in found if p is not None]
+
+
+def verify_artifacts(run: RunDir) -> None:
+    """`ArtifactError` naming the first bad adapter or bank file of the run folder."""
+    problems = artifact_problems(run)
+    if problems:
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        raise ArtifactError(problems[0] + more)
 
 
 def read_checkpoint_state(ckpt: Path) -> dict:
@@ -113,10 +150,13 @@ def _complete_checkpoints(run: RunDir) -> list[Path]:
 
 
 def resume_point(run: RunDir, cfg: CoplayConfig) -> ResumePoint:
-    """Where `coplay train --resume` continues (module docstring); the folder is verified first."""
-    verify_run_folder(run)
+    """Where `coplay train --resume` continues (module docstring); the folder is verified first. A torn
+    last metrics line is reported, then moved aside (`RunDir.cut_torn_metrics_tail`) so appends stay whole."""
+    for warning in verify_run_folder(run):
+        print(f"coplay train: {warning}; moved to metrics.jsonl.torn", file=sys.stderr)
     checkpoints = _complete_checkpoints(run)
     if not checkpoints:
+        run.cut_torn_metrics_tail()
         return ResumePoint(None)
     ckpt = checkpoints[-1]
     state = read_checkpoint_state(ckpt)
@@ -132,6 +172,7 @@ def resume_point(run: RunDir, cfg: CoplayConfig) -> ResumePoint:
     if iteration > last:
         raise RunDirError(f"{run.root}: its checkpoint is after iteration {iteration}, beyond "
                           f"loop.iterations={last}")
+    run.cut_torn_metrics_tail()
     return ResumePoint(ckpt, iteration, step)
 
 

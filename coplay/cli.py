@@ -80,26 +80,27 @@ def _model_build_tiny(args: argparse.Namespace) -> int:
 def _play(args: argparse.Namespace) -> int:
     from coplay.config import load_config
     from coplay.eval.play import play, score_table, write_trajectories
+    from coplay.eval.policies import parse_policy
+    from coplay.runs import RunDirError
 
-    if args.episodes < 1:
-        print(f"coplay play: --episodes {args.episodes}: expected at least 1", file=sys.stderr)
-        return 2
-    cfg = load_config(args.config, [f"games=[{args.game}]", *args.overrides])
-    seeds = list(range(args.seed, args.seed + args.episodes))
     try:
-        trajectories = play(cfg, args.game, args.policy, seeds, args.max_steps, args.render)
-    except ValueError as exc:
+        policy = parse_policy(args.policy)
+        config = args.config or (str(policy.run_dir / "config.yaml") if policy.run_dir else None)
+        cfg = load_config(config, [f"games=[{args.game}]", *args.overrides])
+        seeds = list(range(args.seed, args.seed + args.episodes))
+        trajectories = play(cfg, args.game, policy, seeds, args.max_steps, args.render)
+    except (RunDirError, ValueError, FileNotFoundError) as exc:
         print(f"coplay play: {exc}", file=sys.stderr)
         return 2
-    print(score_table(trajectories, f"{args.game}: {args.policy}, {args.episodes} episode(s)"))
+    print(score_table(trajectories, f"{args.game}: {policy.spec}, {args.episodes} episode(s)"))
     out = Path(args.out) if args.out else None
-    if out is None and args.policy == "model":
+    if out is None and policy.kind not in ("expert", "random"):
         from coplay.runs import RunDir
 
         out = RunDir.create(cfg.run.out_dir, f"play-{args.game}", cfg.to_yaml()).shards
     if out is not None:
         print(f"trajectories written to "
-              f"{write_trajectories(out, args.game, args.policy, args.seed, trajectories)}")
+              f"{write_trajectories(out, args.game, policy, args.seed, trajectories)}")
     return 0
 
 
@@ -208,7 +209,7 @@ def _add_eval_args(p: argparse.ArgumentParser) -> None:
                         "(before or after the options)")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
                    help="print two evaluation files side by side: differences and whether the 95%% CIs "
-                        "overlap; warns when their episodes, seeds or horizon differ")
+                        "overlap; warns when their episodes, seeds or horizon differ (default: evaluate)")
     p.add_argument("--json", default=None, help="with --compare: also write the rows to this JSON file "
                    "(default: none)")
     p.add_argument("--policy", default=None,
@@ -237,15 +238,31 @@ def _add_eval_args(p: argparse.ArgumentParser) -> None:
     _add_config_args(p)
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: expected at least 1")
+    return value
+
+
 def _add_play_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--game", required=True)
-    p.add_argument("--policy", default="expert", help="expert | random | model")
-    p.add_argument("--episodes", type=int, default=4)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-steps", type=int, default=None)
-    p.add_argument("--render", action="store_true", help="print every observation")
+    from coplay.config import GAME_KEYS
+
+    p.add_argument("--game", required=True, choices=GAME_KEYS, help="the game to play (required)")
+    p.add_argument("--policy", default="expert",
+                   help="who plays every seat: base (the model without adapters) | run:RUN_DIR[@STEP] (a "
+                        "run's adapters and banks; default step the newest) | expert | random | openai "
+                        "(rollout.opponents.endpoint); default expert")
+    p.add_argument("--episodes", type=_positive_int, default=4, help="episodes to play (default 4)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the first episode; the others follow (default 0)")
+    p.add_argument("--max-steps", type=_positive_int, default=None,
+                   help="cap on decisions per episode (default: the game's own end)")
+    p.add_argument("--render", action="store_true",
+                   help="print every observation, the action taken, its reward and the final state")
     p.add_argument("--out", default=None,
-                   help="write trajectory shards here (model: default a new run folder)")
+                   help="write trajectory shards here (default: bots none; models a new run folder under "
+                        "run.out_dir)")
     _add_config_args(p)
 
 
@@ -255,18 +272,28 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="short settings (a few minutes on 2 CPU cores)")
     p.add_argument("--only", default=None, help=f"comma-separated members (default all: {','.join(SUITE)})")
     p.add_argument("--out", default=None, help="results file (default benchmarks/results/<host>-<date>.json)")
-    p.add_argument("--timeout", type=float, default=None, help="seconds per member before it is stopped")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds per member before it is stopped (default: no limit)")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("coplay")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        installed = "unknown (not installed)"
     parser = argparse.ArgumentParser(prog="coplay", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"coplay {installed}",
+                        help="print the installed coplay version and exit")
     sub = parser.add_subparsers(dest="command",
                                 metavar="{train,eval,play,bench,bank,report,config,model,demo}")
     p = sub.add_parser("train",
                        help="run the co-evolution loop (local Ray on loopback unless cluster.address)")
     _add_config_args(p)
     p.add_argument("--resume", metavar="RUN_DIR", help="continue this run folder from its last checkpoint "
-                   "(learner, schedule, artifacts, banks, pending data; see coplay/driver/state.py)")
+                   "(learner, schedule, artifacts, banks, pending data; see docs/run-folder.md); with "
+                   "loop.iterations=N a finished run is extended (default: a new run folder)")
     p.set_defaults(func=_train)
     p = sub.add_parser("eval", help="evaluate a player on seeds.eval (or --compare two evaluations)")
     _add_eval_args(p)
@@ -278,16 +305,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench_args(p)
     p.set_defaults(func=_bench)
     p = sub.add_parser("report", help="write the run's self-contained report.html")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", help="a run folder; exits 1 when files in it are unreadable (the page lists "
+                   "them)")
     p.set_defaults(func=_report)
     p = sub.add_parser("bank", help="inspect skill banks of a run")
     bank_sub = p.add_subparsers(dest="bank_command", required=True)
     show = bank_sub.add_parser("show", help="print a bank as a table")
-    show.add_argument("run_dir")
-    show.add_argument("--game", default=None)
-    show.add_argument("--version", type=int, default=None)
+    show.add_argument("run_dir", help="a run folder")
+    show.add_argument("--game", default=None,
+                      help="a game key, or a bank key such as avalon/good (default: every bank of the run)")
+    show.add_argument("--version", type=int, default=None, help="the bank version (default: the newest)")
     rep = bank_sub.add_parser("report", help="write the bank report HTML page")
-    rep.add_argument("run_dir")
+    rep.add_argument("run_dir", help="a run folder; the page is written as RUN_DIR/bank_report.html")
     p.set_defaults(func=_bank)
     p = sub.add_parser("config", help="show the resolved config")
     config_sub = p.add_subparsers(dest="config_command", required=True)
@@ -297,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("model", help="model utilities")
     model_sub = p.add_subparsers(dest="model_command", required=True)
     tiny = model_sub.add_parser("build-tiny", help="build (or reuse) the tiny test model; prints its folder")
-    tiny.add_argument("--force", action="store_true")
+    tiny.add_argument("--force", action="store_true", help="rebuild even when the cached model exists")
     _add_config_args(tiny)
     tiny.set_defaults(func=_model_build_tiny)
     p = sub.add_parser("demo", help="the demo run (launch/configs/demo-2048.yaml): tiny model, 2048, CPU")

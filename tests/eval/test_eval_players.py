@@ -157,3 +157,20 @@ def test_tiny_model_on_every_game(tmp_path, capsys, tiny_model_config):
            *_model_overrides(tiny_model_config)], capsys)
     data = json.loads((tmp_path / "expert-vs-base.json").read_text())
     assert data["meta"]["opponents"] == "base" and sorted(data["results"]) == ["avalon", "diplomacy"]
+
+
+def test_play_uses_a_runs_adapters_with_the_same_policy_names_as_eval(run_with_adapters, tiny_model_config,
+                                                                       tmp_path, capsys):
+    from coplay.types import read_shard_dir
+
+    run = run_with_adapters
+    code = main(["play", "--game", "2048", "--policy", f"run:{run.root}@2", "--episodes", "1", "--max-steps",
+                 "2", "--out", str(tmp_path), *_model_overrides(tiny_model_config)])
+    out = capsys.readouterr().out
+    assert code == 0 and "play-2048-run-step2-s0.msgpack" in out
+    (shard,), errors = read_shard_dir(tmp_path)
+    samples = [s for t in shard.trajectories for s in t.samples]
+    act = {(s.adapter, s.adapter_version) for s in samples if s.adapter == "act"}
+    assert not errors and act == {("act", 1)}  # act v1 is the version of learner step 2
+    assert main(["play", "--game", "2048", "--policy", f"run:{run.root}@99"]) == 2
+    assert "learner step 99" in capsys.readouterr().err

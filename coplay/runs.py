@@ -1,7 +1,8 @@
 """The run folder (DESIGN.md §7): where everything a run produces lands.
 
 runs/<name>-<YYYYmmdd-HHMMSS>/ config.yaml metrics.jsonl shards/ adapters/<a>/v<n>/ banks/<game>/v<n>.json
-checkpoints/step-<k>/ tb/ eval/ report.html.  Standard library + the config module only.
+checkpoints/step-<k>/ tb/ (with logging.tensorboard) eval/ report.html.
+Standard library + the config module only.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from coplay.files import append_line_atomic, write_bytes_atomic
 
-SUBDIRS = ("shards", "adapters", "banks", "checkpoints", "tb", "eval")
+SUBDIRS = ("shards", "adapters", "banks", "checkpoints", "eval")  # tb/ only when TensorBoard writes
 
 
 class RunDirError(ValueError):

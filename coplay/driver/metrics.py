@@ -65,6 +65,9 @@ class MetricsLog:
         self.run.append_metrics(record)
         flat: dict[str, float] = {}
         _flat("", record, flat)
+        # the last GRPO step (after the final rollouts) continues the train/* curves, at its own step
+        flat.update({f"train/{k.removeprefix('final_train/')}": v for k, v in list(flat.items())
+                     if k.startswith("final_train/")})
         if self.tb is not None:
             for key, value in flat.items():
                 self.tb.add_scalar(key, value, iteration)

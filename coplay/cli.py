@@ -11,7 +11,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from coplay.config import ConfigError
+from coplay.config import ConfigError, CoplayConfig
 
 
 def _config_show(args: argparse.Namespace) -> int:
@@ -19,6 +19,15 @@ def _config_show(args: argparse.Namespace) -> int:
 
     print(load_config(args.config, args.overrides).to_yaml(), end="")
     return 0
+
+
+def _console(cfg: CoplayConfig) -> None:
+    """Progress bars per `logging.console`; vLLM, Ray, peft and DeepSpeed at WARNING unless
+    `logging.verbose` (before any of them is imported)."""
+    from coplay import progress
+
+    progress.set_enabled(cfg.logging.console)
+    progress.quiet_third_party(cfg.logging.verbose)
 
 
 def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
@@ -87,6 +96,7 @@ def _play(args: argparse.Namespace) -> int:
         policy = parse_policy(args.policy)
         config = args.config or (str(policy.run_dir / "config.yaml") if policy.run_dir else None)
         cfg = load_config(config, [f"games=[{args.game}]", *args.overrides])
+        _console(cfg)
         seeds = list(range(args.seed, args.seed + args.episodes))
         trajectories = play(cfg, args.game, policy, seeds, args.max_steps, args.render)
     except (RunDirError, ValueError, FileNotFoundError) as exc:
@@ -163,6 +173,7 @@ def _eval_run(args: argparse.Namespace) -> int:
                 raise ValueError(f"--{flag.replace('_', '-')} {value}: expected at least 1")
             overrides.append(f"{key}=[{value}]" if flag == "games" else f"{key}={value}")
     cfg = load_config(args.config or (str(run.config_path) if run else None), overrides)
+    _console(cfg)
     out = Path(args.out) if args.out else (run.eval if run else None)
     json_path, md_path = run_evaluation(cfg, policy, args.opponents, out, args.name)
     print(md_path.read_text(), end="")

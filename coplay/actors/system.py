@@ -226,7 +226,7 @@ class System:
                 for w, chunk in zip(slots, chunks, strict=True)]
         return Rollouts(iteration, chunks, slots, refs)
 
-    def gather(self, rollouts: Rollouts) -> list[RolloutResult]:
+    def gather(self, rollouts: Rollouts, what: str = "rollouts") -> list[RolloutResult]:
         """One result per chunk. A chunk whose worker died is re-run on the next worker (the restarted one
         when there is one worker), after syncing it; at most `cluster.max_restarts` reruns per chunk. Every
         planned (episode, seat) then appears exactly once, or `EpisodeAccountingError`."""
@@ -235,7 +235,7 @@ class System:
         refs = list(rollouts.refs)
         pending = set(range(len(refs)))
         total = sum(len(c) for c in rollouts.chunks)
-        with phase(f"iteration {rollouts.iteration}: rollouts", total, "episode seats") as bar:
+        with phase(f"iteration {rollouts.iteration}: {what}", total, "episode seats") as bar:
             while pending:
                 self._gather_one(rollouts, results, reruns, refs, pending, bar)
         done = [r for r in results if r is not None]

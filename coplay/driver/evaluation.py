@@ -17,7 +17,7 @@ def evaluate(system: Any, iteration: int, versions: dict[str, int],
     cfg = system.cfg
     plans = eval_plans(cfg, player_seat(cfg, "model", versions), f"it{iteration}")
     system.sync(versions, [], bank_versions)  # the newest versions may not have been served yet
-    results = system.gather(system.launch(iteration, plans))
+    results = system.gather(system.launch(iteration, plans), "evaluation")
     trajectories = [t for r in results for t in decode_shard(r.shard, f"eval it{iteration}").trajectories]
     summary = summarize_eval(evaluated(trajectories, plans))
     write_eval(system.run.eval, f"it{iteration:05d}", summary,

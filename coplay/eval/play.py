@@ -99,7 +99,7 @@ def play_policy(cfg: CoplayConfig, game: str, policy: Policy, seeds: list[int],
                          env_kwargs=dict(cfg.game[game].env_kwargs), max_steps=max_steps) for seed in seeds]
     engine = open_engine(cfg, player.adapters) if player.needs_engine else None
     try:
-        return play_plans(cfg, plans, engine, player.banks)
+        return play_plans(cfg, plans, engine, player.banks, f"play {game}: {policy.spec}")
     finally:
         if engine is not None:
             engine.close()
@@ -109,16 +109,15 @@ def play(cfg: CoplayConfig, game: str, policy: Policy, seeds: list[int], max_ste
          render: bool) -> list[Trajectory]:
     """Play `len(seeds)` episodes of `game` with `policy` (`coplay.eval.policies`); `render` prints every
     step and each episode's final state."""
-    with phase(f"play {game}: {policy.spec}", len(seeds), "episodes") as bar:
-        if policy.kind in BOTS:
-            trajectories = []
+    if policy.kind in BOTS:
+        trajectories = []
+        with phase(f"play {game}: {policy.spec}", len(seeds), "episodes") as bar:
             for seed in seeds:
                 trajectories += play_bot_episodes(game, policy.kind, [seed], max_steps=max_steps,
                                                   env_kwargs=dict(cfg.game[game].env_kwargs))
                 bar.advance()
-        else:
-            trajectories = play_policy(cfg, game, policy, seeds, max_steps)
-            bar.advance(len(seeds))
+    else:
+        trajectories = play_policy(cfg, game, policy, seeds, max_steps)
     if render:
         print(render_trajectories(game, trajectories, dict(cfg.game[game].env_kwargs)))
     return trajectories

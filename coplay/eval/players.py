@@ -123,7 +123,7 @@ def run_players(cfg: CoplayConfig, player: EvalPlayer, opponent: EvalPlayer | No
             if coplay_envs.seats(plan.game):
                 plan.default = opponent.seat
     banks = {**(opponent.banks if opponent else {}), **player.banks}
-    trajectories = evaluated(play_plans(cfg, plans, engine, banks), plans)
+    trajectories = evaluated(play_plans(cfg, plans, engine, banks, f"evaluate {player.spec}"), plans)
     return summarize_eval(trajectories), len(trajectories)
 
 

@@ -232,13 +232,18 @@ def _agent_counters(traj: Trajectory) -> dict[str, int]:
             "model_calls": len(traj.samples)}
 
 
-async def play_episodes(ctx: RunnerContext, plans: list[EpisodePlan], concurrency: int) -> list[Trajectory]:
-    """Play all plans with at most `concurrency` episodes in flight; results in plan order."""
+async def play_episodes(ctx: RunnerContext, plans: list[EpisodePlan], concurrency: int,
+                        done: Callable[[int], None] | None = None) -> list[Trajectory]:
+    """Play all plans with at most `concurrency` episodes in flight; results in plan order. `done(1)` is
+    called as each episode ends (a progress bar)."""
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(plan: EpisodePlan) -> list[Trajectory]:
         async with gate:
-            return await play_episode(ctx, plan)
+            trajectories = await play_episode(ctx, plan)
+        if done is not None:
+            done(1)
+        return trajectories
 
     try:
         results = await asyncio.gather(*(one(p) for p in plans))

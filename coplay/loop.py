@@ -1,4 +1,4 @@
-"""The co-evolution loop (DESIGN.md §6), top to bottom: cold start, then per iteration k
+"""The co-evolution loop (docs/architecture.md), top to bottom: cold start, then per iteration k
 sync -> rollouts k  ||  bank update over k-1  ||  GRPO step k-1 (staleness >= 1) -> collect
 -> (s = 0: GRPO step k) -> metrics, evaluation, checkpoint. Rollouts of k use the adapters of learner step
 max(0, k-1-s) and the bank built from iterations <= k-2 (`coplay.driver.schedule`); learner step j trains on

@@ -1,4 +1,4 @@
-"""The run folder (DESIGN.md §7): where everything a run produces lands.
+"""The run folder (docs/run-folder.md): where everything a run produces lands.
 
 runs/<name>-<YYYYmmdd-HHMMSS>/ config.yaml metrics.jsonl shards/ adapters/<a>/v<n>/ banks/<game>/v<n>.json
 checkpoints/step-<k>/ tb/ (with logging.tensorboard) eval/ report.html.
@@ -30,8 +30,9 @@ class RunDir:
 
     @classmethod
     def create(cls, out_dir: str | Path, name: str, config_yaml: str, when: float | None = None) -> RunDir:
-        """Make `out_dir/<name>-<timestamp>/` with the §7 layout and the resolved config; a clash with an
-        existing folder (two runs in the same second) gets a numeric suffix instead of overwriting."""
+        """Make `out_dir/<name>-<timestamp>/` with the layout of docs/run-folder.md and the resolved config;
+        a clash with an existing folder (two runs in the same second) gets a numeric suffix instead of
+        overwriting."""
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(when))
         base = Path(out_dir) / f"{name}-{stamp}"
         root, n = base, 1

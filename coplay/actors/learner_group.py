@@ -1,5 +1,5 @@
 """The LearnerGroup: N learner ranks (Ray actors on a placement group, one per GPU or CPU slot) forming one
-torch.distributed group for DeepSpeed; rank 0 publishes adapter versions (DESIGN.md §6).
+torch.distributed group for DeepSpeed; rank 0 publishes adapter versions (docs/architecture.md).
 
 Every call goes to all ranks (ZeRO collectives need them all) and the group returns rank 0's answer.
 The training logic is `coplay.learn.learner.Learner`.

@@ -1,7 +1,7 @@
 """The driver's handle on every actor of a run, and the few operations the loop composes: start, publish,
-sync (with the corrupt-artifact protocol of DESIGN.md §6), launch rollouts, update the bank, train.
+sync (with the corrupt-artifact protocol of docs/architecture.md), launch rollouts, update the bank, train.
 
-Fault tolerance lives here too (DESIGN.md §6): RolloutWorkers and the SkillBankActor restart
+Fault tolerance lives here too (docs/architecture.md): RolloutWorkers and the SkillBankActor restart
 (`cluster.max_restarts`); a rollout chunk whose worker died is re-run (on the next worker, which may be the
 restarted one, re-synced first) and every planned episode enters the iteration exactly once (checked by
 episode id and seat); a bank update that died (its actor, or a worker it called) is rerun from its shards on

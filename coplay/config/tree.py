@@ -123,7 +123,7 @@ class SeedRange(Section):
 
 
 class SeedsConfig(Section):
-    """Training start states and evaluation start states come from disjoint ranges (DESIGN.md §2)."""
+    """Training start states and evaluation start states come from disjoint ranges (docs/architecture.md)."""
 
     run: int = 0
     train: SeedRange = SeedRange(start=0, stop=100_000)
@@ -140,7 +140,8 @@ class SeedsConfig(Section):
 
 
 class OpponentPoolConfig(Section):
-    """Who fills the other seats in self-play (DESIGN.md §6): draw weights, and the endpoint of `openai`."""
+    """Who fills the other seats in self-play (docs/architecture.md): draw weights, and the endpoint of
+    `openai`."""
 
     current: float = Field(0.5, ge=0.0)
     frozen: float = Field(0.3, ge=0.0)
@@ -184,7 +185,7 @@ def _default_games() -> dict[str, GameConfig]:
 
 
 class LearnerConfig(Section):
-    """GRPO over the five adapters (DESIGN.md §5)."""
+    """GRPO over the five adapters (docs/rewards.md)."""
 
     backend: Literal["deepspeed", "torch"] = "deepspeed"
     zero_stage: Literal[2, 3] = 2
@@ -238,7 +239,7 @@ class SftConfig(Section):
 
 
 class LoopConfig(Section):
-    """The co-evolution schedule (DESIGN.md §6)."""
+    """The co-evolution schedule (docs/architecture.md)."""
 
     iterations: int = Field(10, ge=1)
     staleness: int = Field(1, ge=0)
@@ -291,7 +292,7 @@ class LoggingConfig(Section):
 
 
 class RunConfig(Section):
-    """Name and location of the run folder (DESIGN.md §7)."""
+    """Name and location of the run folder (docs/run-folder.md)."""
 
     name: str = "coplay"
     out_dir: str = "runs"

@@ -1,4 +1,4 @@
-"""Step 0 of a run (DESIGN.md §5, cold start): publish the fresh adapters, seed the skill banks
+"""Step 0 of a run (docs/rewards.md, cold start): publish the fresh adapters, seed the skill banks
 deterministically from expert trajectories, then optionally SFT every adapter on teacher data: `act` from the
 expert bots (or an OpenAI-compatible endpoint answering the same prompts), `retrieve` labelled by the
 deterministic bank's segmentation of the expert episodes, and `segment` / `contract` / `curator` from the

@@ -1,7 +1,7 @@
 """An iteration's metrics: the record (one line of `metrics.jsonl`: scores per game with CIs, reward parts
 and losses per adapter, invalid and parse-error rates, versions, bank sizes, timings and throughput) and
 where it goes: `metrics.jsonl` (always), TensorBoard under `tb/`, W&B when configured, and one rich console
-line per iteration (DESIGN.md §7)."""
+line per iteration (docs/run-folder.md)."""
 
 from __future__ import annotations
 

@@ -40,8 +40,8 @@ def start_seeds(cfg: CoplayConfig, iteration: int, game_index: int) -> list[int]
 
 def draw_opponent(cfg: CoplayConfig, rng: random.Random, act_versions: list[int],
                   current: ModelSeat) -> SeatPlayer:
-    """One opponent from the pool (DESIGN.md §6): the current policy, a frozen earlier version (half the
-    draws the newest, the rest spread over older ones), an expert or random bot, or the configured
+    """One opponent from the pool (docs/architecture.md): the current policy, a frozen earlier version (half
+    the draws the newest, the rest spread over older ones), an expert or random bot, or the configured
     OpenAI-compatible endpoint (sampled like the current policy's `act`)."""
     pool = cfg.rollout.opponents
     kinds = ["current", "frozen", "expert", "random", "openai"]

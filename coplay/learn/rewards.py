@@ -1,4 +1,5 @@
-"""Rewards of the decision agent's two adapters (DESIGN.md §5), as pure functions over `Trajectory` records.
+"""Rewards of the decision agent's two adapters (docs/rewards.md), as pure functions over `Trajectory`
+records.
 
 `act`, per step t of one seat's episode:
 
@@ -17,7 +18,7 @@
 
 An *activation* is a run of consecutive steps with the same `skill_id`; a new one starts when the skill id
 changes, when the previous step ended it (`success`, `abort`, `switch`), or when a `retrieve` sample is taken.
-Contract literals (DESIGN.md §4) compare the activation's first `features_before` with a later
+Contract literals (docs/agents.md) compare the activation's first `features_before` with a later
 `features_after`: `f↑` (rose), `f↓` (fell), `b=true`, `b=false` (the boolean is now true / false and was
 not at the start). The bank is reached through two callables, so this module needs nothing from `skills`.
 

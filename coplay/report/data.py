@@ -1,4 +1,4 @@
-"""What the run report reads from a run folder (DESIGN.md §7), turned into chart series and table rows.
+"""What the run report reads from a run folder (docs/run-folder.md), turned into chart series and table rows.
 
 `metrics.jsonl` lines have the shape of `coplay.driver.metrics.iteration_record` (line 0 is the cold-start
 record, a final `final_train` record may follow the last iteration); `eval/*.json` files are

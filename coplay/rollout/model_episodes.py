@@ -1,4 +1,5 @@
-"""Episode runners for the model (DESIGN.md §6, issue 5): many episodes at once, their engine calls batched.
+"""Episode runners for the model (docs/architecture.md, issue 5): many episodes at once, their engine calls
+batched.
 
 Every episode is a coroutine; all of them run on one asyncio loop, so while one waits for the engine the
 others step their games, and the engine sees many concurrent requests to batch. Seats are played by the

@@ -1,7 +1,7 @@
-"""`coplay train --resume RUN_DIR` after killing the driver (DESIGN.md §6): with staleness 0 the resumed run's
-adapters equal an uninterrupted run's bit for bit; with staleness 1 every episode enters training exactly
-once across the kill. The driver is a real `coplay train` process, killed with SIGKILL once a checkpoint
-exists; the continuation runs on this test's local cluster.
+"""`coplay train --resume RUN_DIR` after killing the driver (docs/architecture.md): with staleness 0 the
+resumed run's adapters equal an uninterrupted run's bit for bit; with staleness 1 every episode enters
+training exactly once across the kill. The driver is a real `coplay train` process, killed with SIGKILL once
+a checkpoint exists; the continuation runs on this test's local cluster.
 """
 
 from __future__ import annotations

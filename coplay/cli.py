@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from coplay.config import ConfigError, CoplayConfig
@@ -34,47 +35,54 @@ def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _train(args: argparse.Namespace) -> int:
+def _guarded(command: str, start: Callable[[], Path], announce: bool = True) -> int:
+    """Run a training command: SIGTERM stops it the way Ctrl-C does, and each way it can end is one line
+    (finished: 0; nothing to do: 0; stopped: 130; failed in an actor: 1; bad input or run folder: 2)."""
     import signal
 
     from coplay.actors.connect import ClusterConnectError
     from coplay.artifacts import ArtifactError
-    from coplay.config import load_config
     from coplay.driver.preflight import RunFinished, RunStopped
     from coplay.driver.state import ResumeError
     from coplay.learn.checkpoint import CheckpointError
-    from coplay.loop import train
     from coplay.runs import RunDirError
 
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # SIGTERM stops a run the way Ctrl-C does
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
-        if args.resume:
-            # the run's own resolved config, plus overrides (e.g. loop.iterations=20 to extend it)
-            config = args.config or str(Path(args.resume) / "config.yaml")
-            run_dir = train(load_config(config, args.overrides), resume=args.resume)
-        else:
-            run_dir = train(load_config(args.config, args.overrides))
+        run_dir = start()
     except RunFinished as exc:
-        print(f"coplay train: {exc}")
+        print(f"{command}: {exc}")
         return 0
     except RunStopped as exc:
-        print(f"coplay train: {exc}", file=sys.stderr)
+        print(f"{command}: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("coplay train: stopped (Ctrl-C or SIGTERM)", file=sys.stderr)
+        print(f"{command}: stopped (Ctrl-C or SIGTERM)", file=sys.stderr)
         return 130
     except (ArtifactError, CheckpointError, ClusterConnectError, ResumeError, RunDirError) as exc:
-        print(f"coplay train: {exc}", file=sys.stderr)
+        print(f"{command}: {exc}", file=sys.stderr)
         return 2
-    print(f"run folder: {run_dir}")
+    if announce:
+        print(f"run folder: {run_dir}")
     return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    from coplay.config import load_config
+    from coplay.loop import train
+
+    if args.resume:
+        # the run's own resolved config, plus overrides (e.g. loop.iterations=20 to extend it)
+        config = load_config(args.config or str(Path(args.resume) / "config.yaml"), args.overrides)
+        return _guarded("coplay train", lambda: train(config, resume=args.resume))
+    config = load_config(args.config, args.overrides)
+    return _guarded("coplay train", lambda: train(config))
 
 
 def _demo(args: argparse.Namespace) -> int:
     from coplay.driver.demo import run_demo
 
-    run_demo(args.overrides)
-    return 0
+    return _guarded("coplay demo", lambda: run_demo(args.overrides), announce=False)  # it prints its own
 
 
 def _model_build_tiny(args: argparse.Namespace) -> int:

@@ -103,3 +103,27 @@ def test_extending_a_finished_run_adds_exactly_the_new_iteration(finished):
     assert sorted({r["iteration"] for r in added if "scores" in r}) == [3]
     assert [r["final_train"]["trained_iteration"] for r in added if "final_train" in r] == [3]
     assert_every_episode_once(load_config(run.config_path, ["loop.iterations=3"]), run)
+
+
+def test_an_error_inside_a_ray_actor_reaches_the_user_as_one_line(ray_cluster, tmp_path):
+    """The remote traceback goes to the run folder's error.log; the user sees the actor's own message."""
+    import ray
+    from ray.exceptions import RayTaskError
+
+    from coplay.driver.preflight import run_stopped
+
+    @ray.remote
+    class Failing:
+        def update(self) -> None:
+            raise ValueError("bank 2048 v3: not JSON")
+
+    actor = Failing.remote()
+    with pytest.raises(RayTaskError) as caught:
+        ray.get(actor.update.remote())
+    run = RunDir.create(tmp_path, "failing", "{}\n")
+    stopped = run_stopped(run, caught.value)
+    assert str(stopped).startswith("ValueError: bank 2048 v3: not JSON (traceback in ")
+    assert "\n" not in str(stopped) and stopped.exit_code == 1
+    assert "coplay train --resume" in str(stopped)
+    assert "Traceback" in (run.root / "error.log").read_text()
+    ray.kill(actor)

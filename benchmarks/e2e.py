@@ -1,6 +1,6 @@
 """End-to-end benchmark: the headline trained tokens/s per GPU (per CPU slot on CPU), one iteration's wall
 time split into sync, generation, env, training, bank and idle, the share of bank work hidden behind rollouts,
-and the overlap speedup of staleness 1 over staleness 0 (benchmarks/README.md, DESIGN.md §6 and §8).
+and the overlap speedup of staleness 1 over staleness 0 (benchmarks/README.md, docs/architecture.md).
 
 Workload: the same small co-evolution run twice in this process, first with `loop.staleness=1` (bank update
 and learner step overlap the rollouts), then with `loop.staleness=0` (synchronous; the bank update still

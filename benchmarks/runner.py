@@ -1,4 +1,5 @@
-"""Episode runner throughput as a share of the raw engine's throughput on the same prompts (DESIGN.md §8).
+"""Episode runner throughput as a share of the raw engine's throughput on the same prompts
+(docs/architecture.md).
 
 Runner: `--episodes` 2048 episodes of `--steps` moves each, every move one `act` call of the tiny model
 (temperature 1, seeded, `--max-tokens` new tokens at most), all episodes in flight at once through

@@ -7,10 +7,12 @@ Each verb parses its arguments and imports its implementation lazily, so `coplay
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from coplay.config import ConfigError
+from coplay.config import ConfigError, CoplayConfig
 
 
 def _config_show(args: argparse.Namespace) -> int:
@@ -20,34 +22,71 @@ def _config_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train(args: argparse.Namespace) -> int:
+def _console(cfg: CoplayConfig) -> None:
+    """Progress bars per `logging.console`; vLLM, Ray, peft and DeepSpeed at WARNING unless
+    `logging.verbose` (before any of them is imported)."""
+    from coplay import progress
+
+    progress.set_enabled(cfg.logging.console)
+    progress.quiet_third_party(cfg.logging.verbose)
+
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _guarded(command: str, start: Callable[[], Path], announce: bool = True) -> int:
+    """Run a training command: SIGTERM stops it the way Ctrl-C does, and each way it can end is one line
+    (finished: 0; nothing to do: 0; stopped: 130; failed in an actor: 1; bad input or run folder: 2)."""
+    import signal
+
+    from coplay.actors.connect import ClusterConnectError
     from coplay.actors.learner_group import LearnerDiedError
     from coplay.artifacts import ArtifactError
-    from coplay.config import load_config
+    from coplay.driver.preflight import RunFinished, RunStopped
     from coplay.driver.state import ResumeError
     from coplay.learn.checkpoint import CheckpointError
-    from coplay.loop import train
     from coplay.runs import RunDirError
 
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
-        if args.resume:
-            # the run's own resolved config, plus overrides (e.g. loop.iterations=20 to extend it)
-            config = args.config or str(Path(args.resume) / "config.yaml")
-            run_dir = train(load_config(config, args.overrides), resume=args.resume)
-        else:
-            run_dir = train(load_config(args.config, args.overrides))
-    except (ArtifactError, CheckpointError, LearnerDiedError, ResumeError, RunDirError) as exc:
-        print(f"coplay train: {exc}", file=sys.stderr)
+        run_dir = start()
+    except RunFinished as exc:
+        print(f"{command}: {exc}")
+        return 0
+    except RunStopped as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"{command}: stopped (Ctrl-C or SIGTERM)", file=sys.stderr)
+        return 130
+    except (ArtifactError, CheckpointError, ClusterConnectError, LearnerDiedError, ResumeError,
+            RunDirError) as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
         return 2
-    print(f"run folder: {run_dir}")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if announce:
+        print(f"run folder: {run_dir}")
     return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    from coplay.config import load_config
+    from coplay.loop import train
+
+    if args.resume:
+        # the run's own resolved config, plus overrides (e.g. loop.iterations=20 to extend it)
+        config = load_config(args.config or str(Path(args.resume) / "config.yaml"), args.overrides)
+        return _guarded("coplay train", lambda: train(config, resume=args.resume))
+    config = load_config(args.config, args.overrides)
+    return _guarded("coplay train", lambda: train(config))
 
 
 def _demo(args: argparse.Namespace) -> int:
     from coplay.driver.demo import run_demo
 
-    run_demo(args.overrides)
-    return 0
+    return _guarded("coplay demo", lambda: run_demo(args.overrides), announce=False)  # it prints its own
 
 
 def _model_build_tiny(args: argparse.Namespace) -> int:
@@ -62,26 +101,28 @@ def _model_build_tiny(args: argparse.Namespace) -> int:
 def _play(args: argparse.Namespace) -> int:
     from coplay.config import load_config
     from coplay.eval.play import play, score_table, write_trajectories
+    from coplay.eval.policies import parse_policy
+    from coplay.runs import RunDirError
 
-    if args.episodes < 1:
-        print(f"coplay play: --episodes {args.episodes}: expected at least 1", file=sys.stderr)
-        return 2
-    cfg = load_config(args.config, [f"games=[{args.game}]", *args.overrides])
-    seeds = list(range(args.seed, args.seed + args.episodes))
     try:
-        trajectories = play(cfg, args.game, args.policy, seeds, args.max_steps, args.render)
-    except ValueError as exc:
+        policy = parse_policy(args.policy)
+        config = args.config or (str(policy.run_dir / "config.yaml") if policy.run_dir else None)
+        cfg = load_config(config, [f"games=[{args.game}]", *args.overrides])
+        _console(cfg)
+        seeds = list(range(args.seed, args.seed + args.episodes))
+        trajectories = play(cfg, args.game, policy, seeds, args.max_steps, args.render)
+    except (RunDirError, ValueError, FileNotFoundError) as exc:
         print(f"coplay play: {exc}", file=sys.stderr)
         return 2
-    print(score_table(trajectories, f"{args.game}: {args.policy}, {args.episodes} episode(s)"))
+    print(score_table(trajectories, f"{args.game}: {policy.spec}, {args.episodes} episode(s)"))
     out = Path(args.out) if args.out else None
-    if out is None and args.policy == "model":
+    if out is None and policy.kind not in ("expert", "random"):
         from coplay.runs import RunDir
 
         out = RunDir.create(cfg.run.out_dir, f"play-{args.game}", cfg.to_yaml()).shards
     if out is not None:
         print(f"trajectories written to "
-              f"{write_trajectories(out, args.game, args.policy, args.seed, trajectories)}")
+              f"{write_trajectories(out, args.game, policy, args.seed, trajectories)}")
     return 0
 
 
@@ -120,11 +161,21 @@ def _eval(args: argparse.Namespace) -> int:
 def _eval_run(args: argparse.Namespace) -> int:
     from coplay.config import load_config
     from coplay.eval.players import run_evaluation
+    from coplay.eval.policies import parse_policy
     from coplay.runs import RunDir
 
     run_dir, overrides = args.run_dir, list(args.overrides)
     if run_dir and "=" in run_dir and not Path(run_dir).is_dir():  # no run folder: argparse took an override
         run_dir, overrides = None, [run_dir, *overrides]
+    if args.policy is None and run_dir is None:
+        raise ValueError("give a run folder (coplay eval RUN_DIR) or --policy (base | run:RUN_DIR[@STEP] | "
+                         "expert | random | openai)")
+    policy = parse_policy(args.policy or f"run:{run_dir}")
+    if args.step is not None:
+        if policy.kind != "run" or (policy.step is not None and policy.step != args.step):
+            raise ValueError(f"--step {args.step}: only with a run policy, and not against its @STEP")
+        policy = dataclasses.replace(policy, step=args.step)
+    run_dir = run_dir or policy.run_dir
     run = RunDir.open(run_dir) if run_dir else None
     for flag, key in (("games", "games"), ("episodes", "eval.episodes"),
                       ("episodes_per_seat", "eval.episodes_per_seat"), ("max_steps", "eval.max_steps")):
@@ -134,22 +185,32 @@ def _eval_run(args: argparse.Namespace) -> int:
                 raise ValueError(f"--{flag.replace('_', '-')} {value}: expected at least 1")
             overrides.append(f"{key}=[{value}]" if flag == "games" else f"{key}={value}")
     cfg = load_config(args.config or (str(run.config_path) if run else None), overrides)
-    json_path, md_path = run_evaluation(cfg, args.policy, args.opponents, run, args.step,
-                                        Path(args.out) if args.out else None, args.name)
+    _console(cfg)
+    out = Path(args.out) if args.out else (run.eval if run else None)
+    json_path, md_path = run_evaluation(cfg, policy, args.opponents, out, args.name)
     print(md_path.read_text(), end="")
     print(f"written {json_path} and {md_path}")
     return 0
 
 
 def _report(args: argparse.Namespace) -> int:
-    from coplay.report import write_report
+    from coplay.report.data import load_run
+    from coplay.report.html import write_report
     from coplay.runs import RunDirError
 
     try:
-        print(write_report(args.run_dir))
+        path = write_report(args.run_dir)
+        problems = load_run(args.run_dir).problems
     except RunDirError as exc:
         print(f"coplay report: {exc}", file=sys.stderr)
         return 2
+    print(path)
+    for problem in problems:
+        print(f"coplay report: {problem}", file=sys.stderr)
+    if problems:
+        print(f"coplay report: {len(problems)} problem(s) in the run folder; the report lists them",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -166,21 +227,24 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 def _add_eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", nargs="?", default=None,
-                   help="a run folder: its config, its adapters (--policy model) and its eval/ for the "
-                        "results; write RUN_DIR and the overrides next to each other (before or after the "
-                        "options)")
+                   help="a run folder: its config, its eval/ for the results and, without --policy, its "
+                        "adapters (run:RUN_DIR); write RUN_DIR and the overrides next to each other "
+                        "(before or after the options)")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
                    help="print two evaluation files side by side: differences and whether the 95%% CIs "
-                        "overlap")
-    p.add_argument("--json", default=None, help="with --compare: also write the rows to this JSON file")
-    p.add_argument("--policy", default="model",
-                   help="who is evaluated: expert | random | base (the model without adapters) | model "
-                        "(RUN_DIR's adapters) | openai (rollout.opponents.endpoint); default model")
+                        "overlap; warns when their episodes, seeds or horizon differ (default: evaluate)")
+    p.add_argument("--json", default=None, help="with --compare: also write the rows to this JSON file "
+                   "(default: none)")
+    p.add_argument("--policy", default=None,
+                   help="who is evaluated: base (the model without adapters) | run:RUN_DIR[@STEP] (a run's "
+                        "adapters at a learner step, default the newest) | expert | random | openai "
+                        "(rollout.opponents.endpoint); default run:RUN_DIR")
     p.add_argument("--opponents", default=None,
                    help="other seats of Avalon and Diplomacy: expert | random | self | base | openai "
-                        "(default: eval.opponents)")
+                        "(default: eval.opponents, expert)")
     p.add_argument("--step", type=int, default=None,
-                   help="--policy model: the learner step (default: newest)")
+                   help="learner step of a run policy, same as run:RUN_DIR@STEP; a step the run does not "
+                        "have is refused (default: the newest)")
     p.add_argument("--games", default=None, help="comma-separated game keys (default: the config's games)")
     p.add_argument("--episodes", type=int, default=None,
                    help="episodes per single-player game (default: eval.episodes, 16)")
@@ -190,20 +254,38 @@ def _add_eval_args(p: argparse.ArgumentParser) -> None:
                    help="cap on decisions per episode (default: eval.max_steps, else rollout.max_steps, else "
                         "the game's horizon)")
     p.add_argument("--out", default=None,
-                   help="folder for <name>.json/.md (default: RUN_DIR/eval or runs/eval)")
-    p.add_argument("--name", default=None, help="file name stem (default: the policy)")
+                   help="folder for <name>.json/.md (default: RUN_DIR/eval or <run.out_dir>/eval)")
+    p.add_argument("--name", default=None,
+                   help="file name stem (default: <policy>[-step<K>]_<games>_vs-<opponents>_seeds<start>-"
+                        "n<episodes>x<per seat>; an existing name gets -2, -3, ...)")
     _add_config_args(p)
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: expected at least 1")
+    return value
+
+
 def _add_play_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--game", required=True)
-    p.add_argument("--policy", default="expert", help="expert | random | model")
-    p.add_argument("--episodes", type=int, default=4)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-steps", type=int, default=None)
-    p.add_argument("--render", action="store_true", help="print every observation")
+    from coplay.config import GAME_KEYS
+
+    p.add_argument("--game", required=True, choices=GAME_KEYS, help="the game to play (required)")
+    p.add_argument("--policy", default="expert",
+                   help="who plays every seat: base (the model without adapters) | run:RUN_DIR[@STEP] (a "
+                        "run's adapters and banks; default step the newest) | expert | random | openai "
+                        "(rollout.opponents.endpoint); default expert")
+    p.add_argument("--episodes", type=_positive_int, default=4, help="episodes to play (default 4)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the first episode; the others follow (default 0)")
+    p.add_argument("--max-steps", type=_positive_int, default=None,
+                   help="cap on decisions per episode (default: the game's own end)")
+    p.add_argument("--render", action="store_true",
+                   help="print every observation, the action taken, its reward and the final state")
     p.add_argument("--out", default=None,
-                   help="write trajectory shards here (model: default a new run folder)")
+                   help="write trajectory shards here (default: bots none; models a new run folder under "
+                        "run.out_dir)")
     _add_config_args(p)
 
 
@@ -213,18 +295,28 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="short settings (a few minutes on 2 CPU cores)")
     p.add_argument("--only", default=None, help=f"comma-separated members (default all: {','.join(SUITE)})")
     p.add_argument("--out", default=None, help="results file (default benchmarks/results/<host>-<date>.json)")
-    p.add_argument("--timeout", type=float, default=None, help="seconds per member before it is stopped")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds per member before it is stopped (default: no limit)")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("coplay")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        installed = "unknown (not installed)"
     parser = argparse.ArgumentParser(prog="coplay", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"coplay {installed}",
+                        help="print the installed coplay version and exit")
     sub = parser.add_subparsers(dest="command",
                                 metavar="{train,eval,play,bench,bank,report,config,model,demo}")
     p = sub.add_parser("train",
                        help="run the co-evolution loop (local Ray on loopback unless cluster.address)")
     _add_config_args(p)
     p.add_argument("--resume", metavar="RUN_DIR", help="continue this run folder from its last checkpoint "
-                   "(learner, schedule, artifacts, banks, pending data; see coplay/driver/state.py)")
+                   "(learner, schedule, artifacts, banks, pending data; see docs/run-folder.md); with "
+                   "loop.iterations=N a finished run is extended (default: a new run folder)")
     p.set_defaults(func=_train)
     p = sub.add_parser("eval", help="evaluate a player on seeds.eval (or --compare two evaluations)")
     _add_eval_args(p)
@@ -236,16 +328,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench_args(p)
     p.set_defaults(func=_bench)
     p = sub.add_parser("report", help="write the run's self-contained report.html")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", help="a run folder; exits 1 when files in it are unreadable (the page lists "
+                   "them)")
     p.set_defaults(func=_report)
     p = sub.add_parser("bank", help="inspect skill banks of a run")
     bank_sub = p.add_subparsers(dest="bank_command", required=True)
     show = bank_sub.add_parser("show", help="print a bank as a table")
-    show.add_argument("run_dir")
-    show.add_argument("--game", default=None)
-    show.add_argument("--version", type=int, default=None)
+    show.add_argument("run_dir", help="a run folder")
+    show.add_argument("--game", default=None,
+                      help="a game key, or a bank key such as avalon/good (default: every bank of the run)")
+    show.add_argument("--version", type=int, default=None, help="the bank version (default: the newest)")
     rep = bank_sub.add_parser("report", help="write the bank report HTML page")
-    rep.add_argument("run_dir")
+    rep.add_argument("run_dir", help="a run folder; the page is written as RUN_DIR/bank_report.html")
     p.set_defaults(func=_bank)
     p = sub.add_parser("config", help="show the resolved config")
     config_sub = p.add_subparsers(dest="config_command", required=True)
@@ -255,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("model", help="model utilities")
     model_sub = p.add_subparsers(dest="model_command", required=True)
     tiny = model_sub.add_parser("build-tiny", help="build (or reuse) the tiny test model; prints its folder")
-    tiny.add_argument("--force", action="store_true")
+    tiny.add_argument("--force", action="store_true", help="rebuild even when the cached model exists")
     _add_config_args(tiny)
     tiny.set_defaults(func=_model_build_tiny)
     p = sub.add_parser("demo", help="the demo run (launch/configs/demo-2048.yaml): tiny model, 2048, CPU")

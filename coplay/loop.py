@@ -1,4 +1,4 @@
-"""The co-evolution loop (DESIGN.md §6), top to bottom: cold start, then per iteration k
+"""The co-evolution loop (docs/architecture.md), top to bottom: cold start, then per iteration k
 sync -> rollouts k  ||  bank update over k-1  ||  GRPO step k-1 (staleness >= 1) -> collect
 -> (s = 0: GRPO step k) -> metrics, evaluation, checkpoint. Rollouts of k use the adapters of learner step
 max(0, k-1-s) and the bank built from iterations <= k-2 (`coplay.driver.schedule`); learner step j trains on
@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 
 import ray
+from ray.exceptions import RayActorError, RayTaskError
 
+from coplay.actors.connect import start_ray
 from coplay.actors.system import System
 from coplay.config import CoplayConfig, require_trainable
 from coplay.driver.batch import train_on
@@ -21,30 +23,34 @@ from coplay.driver.evaluation import evaluate
 from coplay.driver.lineups import check_schedule
 from coplay.driver.metrics import MetricsLog, iteration_record
 from coplay.driver.plans import iteration_plans
+from coplay.driver.preflight import restart_in_place, resume_point, run_stopped
 from coplay.driver.schedule import bank_version_for, policy_step_for
 from coplay.driver.serving import frozen_opponents
-from coplay.driver.state import LoopState, fresh_state, resumable_checkpoint, resume_state, save_checkpoint
+from coplay.driver.state import LoopState, fresh_state, resume_state, save_checkpoint
+from coplay.report import write_report
 from coplay.runs import RunDir
-from coplay.security import ray_init_kwargs
 
 
 def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
     """Run the loop; returns the run folder. `resume`: an existing run folder to continue from its last
-    checkpoint (`coplay.driver.state` says exactly what is restored)."""
+    checkpoint (`coplay.driver.state` says exactly what is restored; `coplay.driver.preflight` checks the
+    folder first, before Ray starts). Ctrl-C / SIGTERM end it as `RunStopped`: Ray and the engines shut down
+    and the folder stays resumable."""
     require_trainable(cfg)
     check_schedule(cfg)
     run = RunDir.open(resume) if resume else RunDir.create(cfg.run.out_dir, cfg.run.name, cfg.to_yaml())
-    if resume:
-        resumable_checkpoint(run)
+    point = resume_point(run, cfg) if resume else None
+    if point is not None and point.checkpoint is None:
+        restart_in_place(run)
     log = MetricsLog(run, cfg.logging, cfg.model_dump(mode="json"))
-    started_ray = not ray.is_initialized()
-    if started_ray:
-        ray.init(**ray_init_kwargs(cfg.cluster))
-    system = None
+    started_ray, system = not ray.is_initialized(), None
     try:
+        if started_ray:
+            start_ray(cfg.cluster, cfg.logging.verbose)
         system = System(cfg, run)
         at_start = evaluate if cfg.eval.at_start else None
-        state = resume_state(system, cfg, log) if resume else fresh_state(system, cfg, log, at_start)
+        state = (resume_state(system, cfg, log) if point and point.checkpoint
+                 else fresh_state(system, cfg, log, at_start))
         s = cfg.loop.staleness
         for k in range(state.next_iteration, cfg.loop.iterations + 1):
             t0 = time.perf_counter()
@@ -56,7 +62,8 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
             rollouts = system.launch(k, plans)
             bank_job = (system.bank_update(state.data[k - 1], versions, state.banks.latest())
                         if k > 1 else None)
-            trained = train_on(system, cfg, state.data[k - 1], state.ledger) if s >= 1 and k > 1 else None
+            trained = (train_on(system, cfg, state.data[k - 1], state.ledger)  # unless an extended run's
+                       if s >= 1 and k > 1 and state.ledger.latest_step < k - 1 else None)  # final step did
             data, stats = system.collect(rollouts, bank_versions)
             state.league.play(data.trajectories)
             t_collected = time.perf_counter()
@@ -80,6 +87,8 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
             if save:  # after the metrics line: metrics always cover what a checkpoint holds
                 save_checkpoint(system, state, k)
         finish(system, cfg, state, log)
+    except (KeyboardInterrupt, RayTaskError, RayActorError) as exc:
+        raise run_stopped(run, exc) from None
     finally:
         log.close()
         if system is not None:
@@ -91,7 +100,7 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
 
 def finish(system: System, cfg: CoplayConfig, state: LoopState, log: MetricsLog) -> None:
     """With staleness >= 1 the last iteration's samples still train (and are checkpointed); then every
-    worker ends on the newest versions, acknowledged."""
+    worker ends on the newest versions, acknowledged, and the run's report.html is written."""
     last = cfg.loop.iterations
     if cfg.loop.staleness >= 1 and state.ledger.latest_step < last:
         final = train_on(system, cfg, state.data[last], state.ledger)
@@ -103,3 +112,4 @@ def finish(system: System, cfg: CoplayConfig, state: LoopState, log: MetricsLog)
     system.sync(newest, [], banks)
     log.log(last + 1, {"final_versions": newest, "final_bank_versions": banks,
                        "acknowledgements": system.acknowledgements(newest, banks)})
+    write_report(system.run)  # report.html in the run folder, as `coplay report` writes it

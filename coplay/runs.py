@@ -1,7 +1,8 @@
-"""The run folder (DESIGN.md §7): where everything a run produces lands.
+"""The run folder (docs/run-folder.md): where everything a run produces lands.
 
 runs/<name>-<YYYYmmdd-HHMMSS>/ config.yaml metrics.jsonl shards/ adapters/<a>/v<n>/ banks/<game>/v<n>.json
-checkpoints/step-<k>/ tb/ eval/ report.html.  Standard library + the config module only.
+checkpoints/step-<k>/ tb/ (with logging.tensorboard) eval/ report.html.
+Standard library + the config module only.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from coplay.files import append_line_atomic, write_bytes_atomic
 
-SUBDIRS = ("shards", "adapters", "banks", "checkpoints", "tb", "eval")
+SUBDIRS = ("shards", "adapters", "banks", "checkpoints", "eval")  # tb/ only when TensorBoard writes
 
 
 class RunDirError(ValueError):
@@ -29,8 +30,9 @@ class RunDir:
 
     @classmethod
     def create(cls, out_dir: str | Path, name: str, config_yaml: str, when: float | None = None) -> RunDir:
-        """Make `out_dir/<name>-<timestamp>/` with the §7 layout and the resolved config; a clash with an
-        existing folder (two runs in the same second) gets a numeric suffix instead of overwriting."""
+        """Make `out_dir/<name>-<timestamp>/` with the layout of docs/run-folder.md and the resolved config;
+        a clash with an existing folder (two runs in the same second) gets a numeric suffix instead of
+        overwriting."""
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(when))
         base = Path(out_dir) / f"{name}-{stamp}"
         root, n = base, 1
@@ -99,9 +101,36 @@ class RunDir:
         """One JSON object per line, appended atomically."""
         append_line_atomic(self.metrics_path, json.dumps(record, sort_keys=True, allow_nan=False))
 
+    def torn_metrics_tail(self) -> str:
+        """The torn last line of `metrics.jsonl` (a write cut short: not JSON), else ""."""
+        if not self.metrics_path.is_file():
+            return ""
+        text = self.metrics_path.read_text(errors="replace")
+        last = text.rstrip("\n").rpartition("\n")[2]
+        if not last.strip():
+            return ""
+        try:
+            json.loads(last)
+        except json.JSONDecodeError:
+            return last
+        return ""
+
+    def cut_torn_metrics_tail(self) -> str:
+        """Move a torn last line of `metrics.jsonl` to `metrics.jsonl.torn` (kept for inspection), so the
+        next append starts a line of its own; returns what was moved ("" when nothing was torn)."""
+        torn = self.torn_metrics_tail()
+        if torn:
+            text = self.metrics_path.read_text(errors="replace")
+            keep = text[: text.rstrip("\n").rfind(torn)]
+            with open(self.root / "metrics.jsonl.torn", "a") as f:
+                f.write(torn + "\n")
+            write_bytes_atomic(self.metrics_path, keep.encode())
+        return torn
+
     def read_metrics(self) -> list[dict[str, Any]]:
-        """All metric records. A torn final line (a crash mid-append) is left out; a bad line anywhere
-        else is an error naming the file and line, since it means the file was edited or corrupted."""
+        """All metric records. A torn final line (a crash mid-append) is left out (`torn_metrics_tail` says
+        what it was; `coplay report` and `coplay train --resume` report it); a bad line anywhere else is an
+        error naming the file and line, since it means the file was edited or corrupted."""
         lines = [ln for ln in self.metrics_path.read_text().splitlines() if ln.strip()]
         records = []
         for i, line in enumerate(lines):

@@ -1,4 +1,4 @@
-"""Security defaults of a run (DESIGN.md §6): how Ray is started, and the no-pickle-on-disk rule.
+"""Security defaults of a run (docs/architecture.md): how Ray is started, and the no-pickle-on-disk rule.
 
 - `ray_init_kwargs(cluster)`: the arguments for `ray.init`. A local run (no `cluster.address`) starts a fresh
   single-node Ray whose every socket is bound to 127.0.0.1 and which starts no dashboard unless the config
@@ -39,7 +39,7 @@ _NPY_MAGIC = b"\x93NUMPY"
 
 
 class PickleOnDiskError(RuntimeError):
-    """A run folder holds files that need pickle to load (DESIGN.md §6: no pickle on disk)."""
+    """A run folder holds files that need pickle to load (docs/architecture.md: no pickle on disk)."""
 
 
 def ray_init_kwargs(cluster: ClusterConfig) -> dict[str, Any]:
@@ -144,8 +144,8 @@ def assert_no_pickle_on_disk(run_dir: str | Path) -> None:
     if findings:
         listing = "\n  ".join(str(f) for f in findings)
         raise PickleOnDiskError(
-            f"{len(findings)} file(s) under {run_dir} need pickle to load (DESIGN.md §6 allows msgpack, "
-            f"JSON, safetensors and torch tensors loaded with weights_only):\n  {listing}"
+            f"{len(findings)} file(s) under {run_dir} need pickle to load (docs/architecture.md allows "
+            f"msgpack, JSON, safetensors and torch tensors loaded with weights_only):\n  {listing}"
         )
 
 

@@ -28,7 +28,7 @@ class ShardError(ValueError):
 
 @dataclass
 class Sample:
-    """One model call, exactly as sampled (DESIGN.md §5): what GRPO trains on.
+    """One model call, exactly as sampled (docs/rewards.md): what GRPO trains on.
 
     `logprobs[i]` is the behaviour log-prob of `completion_ids[i]` under the sampling distribution at
     `temperature`. `reward` is filled later (None until then). `adapter_version` 0 is the untrained adapter.
@@ -103,7 +103,7 @@ class Shard:
 
 @dataclass
 class AdapterVersion:
-    """A published adapter: `<adapter>@v<version>` names it for ever (DESIGN.md §2)."""
+    """A published adapter: `<adapter>@v<version>` names it for ever (docs/architecture.md)."""
 
     adapter: str
     version: int

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 from gymnasium import spaces
 
-#: Intention tags of the `act` format (DESIGN.md §4). Bots tag every action with one of these.
+#: Intention tags of the `act` format (docs/agents.md). Bots tag every action with one of these.
 INTENTION_TAGS: tuple[str, ...] = (
     "SETUP", "CLEAR", "MERGE", "ATTACK", "DEFEND", "NAVIGATE", "POSITION",
     "COLLECT", "BUILD", "SURVIVE", "OPTIMIZE", "EXPLORE", "EXECUTE",
@@ -33,14 +33,14 @@ def text_space(max_length: int) -> spaces.Text:
 
 class ObsStr(str):
     """A `str` with the `dtype` of gymnasium's `Text` space, because PettingZoo's `api_test` compares
-    `obs.dtype` with the observation space's (NOTES.md)."""
+    `obs.dtype` with the observation space's (docs/platform.md)."""
 
     dtype = np.dtype(str)
 
 
 @dataclass(frozen=True)
 class BotAction:
-    """One bot decision: the action string plus teacher data for the `act` format (DESIGN.md §3)."""
+    """One bot decision: the action string plus teacher data for the `act` format (docs/game-contract.md)."""
 
     action: str
     intention: str

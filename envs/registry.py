@@ -1,4 +1,4 @@
-"""Where each game lives: one `GameSpec` per game key (DESIGN.md §2), resolved lazily so that
+"""Where each game lives: one `GameSpec` per game key (docs/architecture.md), resolved lazily so that
 `import coplay_envs` stays fast and a game's heavy dependency (the NES emulator, `diplomacy`) loads
 only when that game is used.
 """

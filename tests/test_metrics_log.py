@@ -14,3 +14,32 @@ def test_closing_records_are_not_shown_as_empty_iterations():
     assert "final GRPO step" in final_step and "learner_step=4" in final_step and "episodes" not in final_step
     final = console_line(5, {"final_versions": {"act": 5}, "final_bank_versions": {"2048": 5}})
     assert "final" in final and "'act': 5" in final and "episodes" not in final
+
+
+def _run_and_log(tmp_path, tensorboard: bool):
+    from coplay.config import LoggingConfig
+    from coplay.driver.metrics import MetricsLog
+    from coplay.runs import RunDir
+
+    run = RunDir.create(tmp_path, "tb", "{}\n")
+    log = MetricsLog(run, LoggingConfig(tensorboard=tensorboard, console=False), {})
+    log.log(1, {"train": {"learner_step": 0, "trained_tokens": 10}})
+    log.log(2, {"train": {"learner_step": 1, "trained_tokens": 12}})
+    log.log(3, {"final_train": {"learner_step": 2, "trained_tokens": 14}})
+    log.close()
+    return run
+
+
+def test_tensorboard_off_leaves_no_tb_folder(tmp_path):
+    run = _run_and_log(tmp_path, tensorboard=False)
+    assert not run.tb.exists()
+
+
+def test_the_final_grpo_step_continues_the_train_curves(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run = _run_and_log(tmp_path, tensorboard=True)
+    events = EventAccumulator(str(run.tb))
+    events.Reload()
+    steps = [(e.step, e.value) for e in events.Scalars("train/learner_step")]
+    assert steps == [(1, 0.0), (2, 1.0), (3, 2.0)]

@@ -1,4 +1,4 @@
-"""The schedule of DESIGN.md §6 as a table a user can check by hand."""
+"""The schedule of docs/architecture.md as a table a user can check by hand."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The ArtifactStore actor: adapters and banks by version, bytes served through Ray's object store, a copy
-in the run folder, acknowledgements (DESIGN.md §6). The logic is `coplay.artifacts.ledger.ArtifactLedger`.
+in the run folder, acknowledgements (docs/architecture.md). The logic is
+`coplay.artifacts.ledger.ArtifactLedger`.
 
 Besides the ledger it remembers the *serving set* (the adapter and bank versions the driver last asked every
 worker to serve), so a restarted or newly added RolloutWorker pulls the current versions by itself; the

@@ -1,5 +1,5 @@
 """The LearnerGroup: N learner ranks (Ray actors on a placement group, one per GPU or CPU slot) forming one
-torch.distributed group for DeepSpeed; rank 0 publishes adapter versions (DESIGN.md §6).
+torch.distributed group for DeepSpeed; rank 0 publishes adapter versions (docs/architecture.md).
 
 Rendezvous from rank 0: the ranks start empty; rank 0 opens a listening socket on its own node (127.0.0.1
 in a local run, its node address when `cluster.address` is set) and reports `(address, port)`; then every

@@ -1,5 +1,5 @@
 """The RolloutWorker actor: one engine (vLLM by default) with LoRA slots, the episode runners, and the
-model calls of the skill bank's adapters (DESIGN.md §6).
+model calls of the skill bank's adapters (docs/architecture.md).
 
 It pulls adapter and bank versions from the ArtifactStore by version, verifies them (the engine checks
 adapter checksums; banks are checked here), acknowledges the checksum it loaded, and keeps serving the

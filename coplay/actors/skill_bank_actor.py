@@ -1,6 +1,7 @@
 """The SkillBankActor: consumes trajectory shards from a bounded queue, updates the bank of every bank key
 they touch (segment -> contract -> curator, through the rollout workers' engines), and publishes each new
-bank version to the ArtifactStore (DESIGN.md §6). The bank logic is `coplay.skills.update.update_bank`.
+bank version to the ArtifactStore (docs/architecture.md). The bank logic is
+`coplay.skills.update.update_bank`.
 
 Restart-safe: every update names the bank versions it builds on and reads them from the ArtifactStore (the
 same bytes the workers serve), so a restarted actor, or a fresh one after `coplay train --resume`, continues

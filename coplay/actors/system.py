@@ -1,7 +1,7 @@
 """The driver's handle on every actor of a run, and the few operations the loop composes: start, publish,
-sync (with the corrupt-artifact protocol of DESIGN.md §6), launch rollouts, update the bank, train.
+sync (with the corrupt-artifact protocol of docs/architecture.md), launch rollouts, update the bank, train.
 
-Fault tolerance lives here too (DESIGN.md §6): RolloutWorkers and the SkillBankActor restart
+Fault tolerance lives here too (docs/architecture.md): RolloutWorkers and the SkillBankActor restart
 (`cluster.max_restarts`); a rollout chunk whose worker died is re-run (on the next worker, which may be the
 restarted one, re-synced first) and every planned episode enters the iteration exactly once (checked by
 episode id and seat); a bank update that died (its actor, or a worker it called) is rerun from its shards on
@@ -29,6 +29,7 @@ from coplay.config import BANK_ADAPTERS, CoplayConfig
 from coplay.driver.records import CollectStats, IterationData
 from coplay.driver.schedule import BankSchedule, VersionLedger
 from coplay.driver.spread import spread_plans
+from coplay.progress import Phase, phase
 from coplay.rollout.model_episodes import EpisodePlan
 from coplay.runs import RunDir
 from coplay.skills.schema import Bank
@@ -239,7 +240,7 @@ class System:
                 for w, chunk in zip(slots, chunks, strict=True)]
         return Rollouts(iteration, chunks, slots, refs)
 
-    def gather(self, rollouts: Rollouts) -> list[RolloutResult]:
+    def gather(self, rollouts: Rollouts, what: str = "rollouts") -> list[RolloutResult]:
         """One result per chunk. A chunk whose worker died is re-run on the next worker (the restarted one
         when there is one worker), after syncing it; at most `cluster.max_restarts` reruns per chunk. Every
         planned (episode, seat) then appears exactly once, or `EpisodeAccountingError`."""
@@ -247,12 +248,24 @@ class System:
         reruns = [0] * len(rollouts.chunks)
         refs = list(rollouts.refs)
         pending = set(range(len(refs)))
-        while pending:
+        total = sum(len(c) for c in rollouts.chunks)
+        with phase(f"iteration {rollouts.iteration}: {what}", total, "episode seats") as bar:
+            while pending:
+                self._gather_one(rollouts, results, reruns, refs, pending, bar)
+        done = [r for r in results if r is not None]
+        check_exactly_once([p.episode_id for c in rollouts.chunks for p in c], done, rollouts.iteration)
+        return done
+
+    def _gather_one(self, rollouts: Rollouts, results: list[RolloutResult | None], reruns: list[int],
+                    refs: list[Any], pending: set[int], bar: Phase) -> None:
+        """Wait for the next chunk; a chunk whose worker died is started again (see `gather`)."""
+        if pending:
             ready, _ = ray.wait([refs[i] for i in sorted(pending)], num_returns=1)
             i = next(j for j in pending if refs[j] == ready[0])
             try:
                 results[i] = ray.get(ready[0])
                 pending.discard(i)
+                bar.advance(len(rollouts.chunks[i]))
             except (RayActorError, RayTaskError) as exc:
                 if not actor_died(exc) or reruns[i] >= self.cfg.cluster.max_restarts:
                     raise
@@ -267,9 +280,6 @@ class System:
                 rollouts.workers[i] = worker
                 refs[i] = self.workers[worker].rollout.remote(rollouts.chunks[i], rollouts.iteration,
                                                               reruns[i])
-        done = [r for r in results if r is not None]
-        check_exactly_once([p.episode_id for c in rollouts.chunks for p in c], done, rollouts.iteration)
-        return done
 
     def collect(self, rollouts: Rollouts,
                 bank_versions: dict[str, int]) -> tuple[IterationData, CollectStats]:
@@ -311,6 +321,10 @@ class System:
         shards on the same base versions, at most `cluster.max_restarts` times."""
         if job is None:
             return BankUpdate()
+        with phase(f"bank update over iteration {job.iteration}"):
+            return self._bank_wait(job)
+
+    def _bank_wait(self, job: BankJob) -> BankUpdate:
         while True:
             try:
                 if job.ref is None:

@@ -1,4 +1,4 @@
-"""One seat's decision agent for one episode (DESIGN.md §4): retrieval when due, then one `act` call.
+"""One seat's decision agent for one episode (docs/agents.md): retrieval when due, then one `act` call.
 
 Per step: (1) the active skill is checked against the current features — success, or abort (its
 preconditions stopped holding before success, its abort expression holds, or it ran past 2x its mean

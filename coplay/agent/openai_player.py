@@ -1,4 +1,5 @@
-"""OpenAI-compatible endpoints as seat players (DESIGN.md §6, opponent pool) and as the SFT teacher (§5).
+"""OpenAI-compatible endpoints as seat players (docs/architecture.md, opponent pool) and as the SFT teacher
+(docs/rewards.md).
 
 An endpoint gets the exact chat messages of `act_messages` (the one prompt builder; no skill active) at
 `<base_url>/chat/completions`, and its answer goes through `parse_act`, exactly like a model seat's answer.

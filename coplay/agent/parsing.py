@@ -1,6 +1,6 @@
 """Tolerant parsing of `act` and `retrieve` completions, exact about legality.
 
-`act` completions (DESIGN.md §4):
+`act` completions (docs/agents.md):
 
     INTENTION: <TAG> <subgoal>
     SKILL: KEEP|SWITCH          (optional)

@@ -1,4 +1,4 @@
-"""The one prompt builder for training, evaluation and play (DESIGN.md §4).
+"""The one prompt builder for training, evaluation and play (docs/agents.md).
 
 An `act` prompt shows the game's rules in brief, the full observation, the legal actions, the active
 skill's protocol (if any), a bounded history of this seat's recent steps, and the answer format. A

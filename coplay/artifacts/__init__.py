@@ -1,5 +1,5 @@
-"""Versioned artifacts of a run, in one place (DESIGN.md §6): how adapter weights and skill banks travel
-from the learner and the skill-bank actor to the rollout workers.
+"""Versioned artifacts of a run, in one place (docs/architecture.md): how adapter weights and skill banks
+travel from the learner and the skill-bank actor to the rollout workers.
 
     bundle.py     an adapter version's bytes (PEFT folder <-> bytes), its canonical config, its checksum;
                   `ArtifactError`, the one error of this package

@@ -1,6 +1,6 @@
 """The artifact ledger: every published adapter and bank version of a run, with its bytes, its checksum
-and its run-folder copy (DESIGN.md §6), and the acknowledgements workers send back with the checksum they
-loaded. The `ArtifactStore` actor (coplay/actors/artifact_store.py) is this class behind Ray.
+and its run-folder copy (docs/architecture.md), and the acknowledgements workers send back with the checksum
+they loaded. The `ArtifactStore` actor (coplay/actors/artifact_store.py) is this class behind Ray.
 
 Publishing a version = writing its run-folder copy with a manifest (`coplay.artifacts.manifest`) and
 keeping its bytes for delivery. Versions are immutable: publishing the same version again with the same

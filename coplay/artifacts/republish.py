@@ -1,5 +1,5 @@
-"""The driver's policy for refused artifacts (DESIGN.md §6): a worker that refuses a corrupt delivery keeps
-serving the previous version and reports it; the driver counts the failure, has the store republish the
+"""The driver's policy for refused artifacts (docs/architecture.md): a worker that refuses a corrupt delivery
+keeps serving the previous version and reports it; the driver counts the failure, has the store republish the
 version from its run-folder copy and syncs the worker again; after `max_failures` failed deliveries of one
 version the run stops with an `ArtifactError` naming it. No ray: the sync loop that applies it is
 `System.sync_worker` (coplay/actors/system.py).

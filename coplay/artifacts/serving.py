@@ -1,5 +1,6 @@
-"""What a rollout worker serves (DESIGN.md §6), decided without Ray: which adapter versions to load, which
-to keep and which to retire for a serving set, and whether a delivered bank version is the published one.
+"""What a rollout worker serves (docs/architecture.md), decided without Ray: which adapter versions to load,
+which to keep and which to retire for a serving set, and whether a delivered bank version is the published
+one.
 
 A worker serves exactly the serving set the driver names, except that a loaded version stays while a newer
 version of the same adapter was refused (the worker keeps serving the previous version and reports the

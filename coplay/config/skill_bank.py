@@ -1,5 +1,5 @@
-"""The skill-bank agent's sections of the config tree (DESIGN.md §4): boundaries, segmentation, contracts and
-maintenance, under `skill_bank`. Imports only pydantic.
+"""The skill-bank agent's sections of the config tree (docs/agents.md): boundaries, segmentation, contracts
+and maintenance, under `skill_bank`. Imports only pydantic.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class MaintenanceConfig(Section):
 
 
 class SkillBankConfig(Section):
-    """The skill-bank agent (DESIGN.md §4): its stages' thresholds, and how it runs."""
+    """The skill-bank agent (docs/agents.md): its stages' thresholds, and how it runs."""
 
     use_model: bool = True
     queue_size: int = Field(8, ge=1)

@@ -124,7 +124,7 @@ class SeedRange(Section):
 
 
 class SeedsConfig(Section):
-    """Training start states and evaluation start states come from disjoint ranges (DESIGN.md §2)."""
+    """Training start states and evaluation start states come from disjoint ranges (docs/architecture.md)."""
 
     run: int = 0
     train: SeedRange = SeedRange(start=0, stop=100_000)
@@ -141,7 +141,8 @@ class SeedsConfig(Section):
 
 
 class OpponentPoolConfig(Section):
-    """Who fills the other seats in self-play (DESIGN.md §6): draw weights, and the endpoint of `openai`."""
+    """Who fills the other seats in self-play (docs/architecture.md): draw weights, and the endpoint of
+    `openai`."""
 
     current: float = Field(0.5, ge=0.0)
     frozen: float = Field(0.3, ge=0.0)
@@ -194,7 +195,7 @@ def _default_games() -> dict[str, GameConfig]:
 
 
 class LearnerConfig(Section):
-    """GRPO over the five adapters (DESIGN.md §5)."""
+    """GRPO over the five adapters (docs/rewards.md)."""
 
     backend: Literal["deepspeed", "torch"] = "deepspeed"
     zero_stage: Literal[2, 3] = 2
@@ -257,7 +258,7 @@ class SftConfig(Section):
 
 
 class LoopConfig(Section):
-    """The co-evolution schedule (DESIGN.md §6)."""
+    """The co-evolution schedule (docs/architecture.md)."""
 
     iterations: int = Field(10, ge=1)
     staleness: int = Field(1, ge=0)
@@ -287,6 +288,8 @@ class ClusterConfig(Section):
     num_cpus: int | None = Field(None, ge=1)
     num_gpus: int | None = Field(None, ge=0)
     include_dashboard: bool = False
+    connect_timeout_s: float = Field(
+        30.0, gt=0.0, description="with an address: how long to wait for its Ray cluster to answer")
     max_restarts: int = Field(3, ge=0)
     artifact_max_failures: int = Field(3, ge=1)
     store_window: int = Field(
@@ -321,10 +324,12 @@ class LoggingConfig(Section):
     tensorboard: bool = True
     wandb_project: str | None = None
     console: bool = True
+    verbose: bool = Field(
+        False, description="show INFO logs of vLLM, Ray, peft and DeepSpeed (default: WARNING and above)")
 
 
 class RunConfig(Section):
-    """Name and location of the run folder (DESIGN.md §7)."""
+    """Name and location of the run folder (docs/run-folder.md)."""
 
     name: str = "coplay"
     out_dir: str = "runs"

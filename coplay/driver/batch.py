@@ -1,4 +1,4 @@
-"""The training batch of one learner step (DESIGN.md §5): finished trajectories become rewarded,
+"""The training batch of one learner step (docs/rewards.md): finished trajectories become rewarded,
 advantage-weighted Samples, with the rewards computed against the bank each episode played with; and the
 learner step over them (`train_on`). Pure Python (no ray, no torch): the System does the remote calls.
 """
@@ -33,7 +33,7 @@ def bank_lookups(banks: Mapping[str, Bank], traj: Trajectory) -> tuple[Any, Any]
 
 def training_batch(cfg: CoplayConfig, trajectories: list[Trajectory], banks: Mapping[str, Bank],
                    bank_samples: list[Sample]) -> tuple[list[Sample], dict[str, float]]:
-    """Rewards on every model sample (DESIGN.md §5), then advantages; returns (samples, advantages)."""
+    """Rewards on every model sample (docs/rewards.md), then advantages; returns (samples, advantages)."""
     learners = [t for t in trajectories if t.policy == "model"]
     for traj in learners:
         contract_of, holds = bank_lookups(banks, traj)

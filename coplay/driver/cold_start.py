@@ -1,4 +1,4 @@
-"""Step 0 of a run (DESIGN.md §5, cold start): publish the fresh adapters, seed the skill banks
+"""Step 0 of a run (docs/rewards.md, cold start): publish the fresh adapters, seed the skill banks
 deterministically from expert trajectories, then optionally SFT every adapter on teacher data: `act` from the
 expert bots (or an OpenAI-compatible endpoint answering the same prompts), `retrieve` labelled by the
 deterministic bank's segmentation of the expert episodes, and `segment` / `contract` / `curator` from the
@@ -13,6 +13,7 @@ from coplay.agent.openai_player import OpenAIEndpoint
 from coplay.config import ADAPTER_NAMES, CoplayConfig
 from coplay.engines.base import SamplingParams
 from coplay.learn.teacher import ChatExample, bank_labels, expert_examples, openai_act_examples
+from coplay.progress import phase
 from coplay.rollout.bot_episodes import play_bot_episodes
 
 
@@ -56,8 +57,10 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
     report: dict[str, Any] = {}
     versions = system.publish_adapters(list(ADAPTER_NAMES), learner_step=0)
     seeds = teacher_seeds(cfg)
-    expert = [t for game in cfg.games for t in play_bot_episodes(game, "expert", seeds, cfg.sft.max_steps)]
-    banks = system.seed_banks(expert)
+    with phase("cold start: expert episodes and seed banks"):
+        expert = [t for game in cfg.games
+                  for t in play_bot_episodes(game, "expert", seeds, cfg.sft.max_steps)]
+        banks = system.seed_banks(expert)
     report["seed_bank_trajectories"] = len(expert)
     if cfg.sft.enabled:
         labels = bank_labels(system.banks_for(banks), cfg.skill_bank)
@@ -72,7 +75,8 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
         examples = cap_per_adapter(examples + system.bank_teacher_examples(),
                                    cfg.sft.max_examples_per_adapter)
         started = time.perf_counter()
-        report["sft"] = system.learner.sft(examples, cfg.sft.epochs, cfg.sft.lr, cfg.sft.min_batches())
+        with phase(f"cold start: SFT of {len(examples)} examples, {cfg.sft.epochs} epochs"):
+            report["sft"] = system.learner.sft(examples, cfg.sft.epochs, cfg.sft.lr, cfg.sft.min_batches())
         report["sft_seconds"] = time.perf_counter() - started
         if teacher_counts:
             report["sft"]["openai_teacher"] = teacher_counts

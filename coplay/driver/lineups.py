@@ -85,7 +85,7 @@ def learner_seat(cfg: CoplayConfig, game: str, seed: int, group_index: int) -> t
 
 def draw_opponent(cfg: CoplayConfig, rng: random.Random, act_versions: list[int], current: ModelSeat,
                   priority: OpponentPriority | None = None) -> SeatPlayer:
-    """One opponent from the pool (DESIGN.md §6): the current policy, a frozen earlier version (half the
+    """One opponent from the pool (docs/selfplay.md): the current policy, a frozen earlier version (half the
     draws the newest, the rest spread over older ones), an expert or random bot, or the configured
     OpenAI-compatible endpoint (sampled like the current policy's `act`). `priority` (the league's PFSP)
     multiplies each kind's weight, and picks the frozen version by its own weights."""

@@ -1,7 +1,7 @@
 """An iteration's metrics: the record (one line of `metrics.jsonl`: scores per game with CIs, reward parts
 and losses per adapter, invalid and parse-error rates, versions, bank sizes, timings and throughput) and
 where it goes: `metrics.jsonl` (always), TensorBoard under `tb/`, W&B when configured, and one rich console
-line per iteration (DESIGN.md §7)."""
+line per iteration (docs/run-folder.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
+from coplay import progress
 from coplay.config import LoggingConfig
 from coplay.driver.records import CollectStats, IterationData
 from coplay.eval.stats import summarize
@@ -40,6 +41,8 @@ class MetricsLog:
 
     def __init__(self, run: RunDir, cfg: LoggingConfig, run_config: dict[str, Any]) -> None:
         self.run, self.cfg = run, cfg
+        progress.set_enabled(cfg.console)
+        progress.quiet_third_party(cfg.verbose)
         self.tb = None
         if cfg.tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -62,6 +65,9 @@ class MetricsLog:
         self.run.append_metrics(record)
         flat: dict[str, float] = {}
         _flat("", record, flat)
+        # the last GRPO step (after the final rollouts) continues the train/* curves, at its own step
+        flat.update({f"train/{k.removeprefix('final_train/')}": v for k, v in list(flat.items())
+                     if k.startswith("final_train/")})
         if self.tb is not None:
             for key, value in flat.items():
                 self.tb.add_scalar(key, value, iteration)

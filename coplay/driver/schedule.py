@@ -1,6 +1,6 @@
-"""The deterministic co-evolution schedule (DESIGN.md §6): which versions each iteration uses, and the two
-records of what exists: `VersionLedger` (learner step -> adapter versions) and `BankSchedule` (iteration ->
-bank versions).
+"""The deterministic co-evolution schedule (docs/architecture.md): which versions each iteration uses, and
+the two records of what exists: `VersionLedger` (learner step -> adapter versions) and `BankSchedule`
+(iteration -> bank versions).
 
 Iterations are numbered from 1; learner step 0 is the starting point (the cold-start SFT result, or the
 fresh adapters), and learner step k trains on the rollouts of iteration k. Bank version j is the bank built

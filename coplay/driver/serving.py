@@ -1,5 +1,5 @@
 """The serving set's frozen opponents: which earlier `act` versions every rollout worker loads besides the
-current adapters (DESIGN.md §6), decided without Ray.
+current adapters (docs/selfplay.md), decided without Ray.
 
 Frozen versions are loaded only where they can be drawn: some configured game has seats besides the
 policy's (Avalon, Diplomacy) and the opponent pool draws frozen versions (`rollout.opponents.frozen > 0`);

@@ -1,5 +1,5 @@
 """The loop's state (`LoopState`) and where the loop starts: a fresh run (cold start), or
-`coplay train --resume RUN_DIR` (DESIGN.md §6). A checkpoint persists one `LoopState`.
+`coplay train --resume RUN_DIR` (docs/architecture.md). A checkpoint persists one `LoopState`.
 
 Resume continues from the run folder's last checkpoint `checkpoints/step-<k>/` (written after iteration k)
 and restores exactly:

@@ -37,7 +37,7 @@ class AdapterNotLoaded(LookupError):
 
 
 def engine_name(adapter: str, version: int) -> str:
-    """`act`, 3 -> `act@v3` (DESIGN.md §2)."""
+    """`act`, 3 -> `act@v3` (docs/architecture.md)."""
     name = f"{adapter}@v{version}"
     parse_engine_name(name)
     return name

@@ -1,8 +1,8 @@
 """Raw engine throughput: generated tokens per second for a fixed list of requests, all submitted at once
 through `agenerate` (the way episode runners submit), median over repeats.
 
-This is the baseline the runner's throughput is compared against (DESIGN.md §8: runner vs raw engine on the
-same prompts). Imports only the standard library; the engine is passed in.
+This is the baseline the runner's throughput is compared against (docs/architecture.md: runner vs raw engine
+on the same prompts). Imports only the standard library; the engine is passed in.
 """
 
 from __future__ import annotations

@@ -153,6 +153,18 @@ def comparison_table(rows: list[Comparison], name_a: str, name_b: str) -> str:
     return console.export_text()
 
 
+PROTOCOL_KEYS = (("episodes_single", "episodes per game"), ("episodes_per_seat", "episodes per seat"),
+                 ("seeds_eval_start", "first seed"), ("max_steps", "horizon (max steps)"))
+
+
+def protocol_warnings(meta_a: dict[str, Any], meta_b: dict[str, Any]) -> str:
+    """One warning line per protocol setting in which the two evaluations differ (their scores then measure
+    different things, and the intervals are not comparable as they stand)."""
+    lines = [f"warning: the two sides differ in {label}: {meta_a.get(key)} vs {meta_b.get(key)}\n"
+             for key, label in PROTOCOL_KEYS if meta_a.get(key) != meta_b.get(key)]
+    return "".join(lines)
+
+
 def compare_files(path_a: str | Path, path_b: str | Path,
                   out: str | Path | None = None) -> tuple[str, list[Comparison]]:
     """Load two evaluation files, compare them, optionally write the rows as JSON to `out`."""
@@ -161,7 +173,8 @@ def compare_files(path_a: str | Path, path_b: str | Path,
     if not rows:
         raise ValueError(f"{path_a} and {path_b} share no game: {sorted(a['results'])} "
                          f"vs {sorted(b['results'])}")
-    text = comparison_table(rows, str(path_a), str(path_b))
+    text = comparison_table(rows, str(path_a), str(path_b)) + protocol_warnings(a.get("meta", {}),
+                                                                               b.get("meta", {}))
     only = sorted(set(a["results"]) ^ set(b["results"]))
     if only:
         text += f"games in only one of the two files (not compared): {', '.join(only)}\n"

@@ -2,14 +2,15 @@
 
     expert | random   the games' bots
     base              the configured base model without adapters (no skills), through the configured engine
-    model             a run's `act` and `retrieve` adapters at learner step K (default: the newest step on
+    run:RUN_DIR[@K]   a run's `act` and `retrieve` adapters at learner step K (default: the newest step on
                       disk), loaded from `adapters/<a>/v<n>/` into the engine, with the run's newest banks
     openai            the OpenAI-compatible endpoint of `rollout.opponents.endpoint` (same prompts, parsing)
 
 Skills come from the banks of the players that have them (a run's `model`); every model seat of one
 evaluation sees the same banks. The protocol is the config's `eval` section (seeds.eval, 16 episodes per
-single-player game, 10 per seat in Avalon and Diplomacy, eval temperature); this module builds the players,
-plays through `coplay.eval.runner` in this process and writes `eval/<name>.json` + `.md`. No ray.
+single-player game, 10 per seat in Avalon and Diplomacy, eval temperature); this module builds the players
+(the vocabulary is `coplay.eval.policies`), plays through `coplay.eval.runner` in this process and writes
+`eval/<name>.json` + `.md`. No ray.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import coplay_envs
 from coplay.config import CoplayConfig
 from coplay.driver.league import LEAGUE_FILE, League
 from coplay.driver.plans import model_seat
+from coplay.eval.policies import Policy, check_step, eval_file_stem, unused_stem
 from coplay.eval.protocol import eval_plans, evaluated, summarize_eval, write_eval
 from coplay.eval.runner import open_engine, play_plans
 from coplay.rollout.model_episodes import SeatPlayer
@@ -99,8 +101,7 @@ def make_player(spec: str, cfg: CoplayConfig, run: RunDir | None, step: int | No
                           detail={"endpoint": endpoint.base_url, "endpoint_model": endpoint.model})
     if spec == "model":
         if run is None:
-            raise ValueError("--policy model evaluates a run's adapters: give the run folder "
-                             "(coplay eval RUN_DIR)")
+            raise ValueError("a run's adapters need its folder: --policy run:RUN_DIR[@STEP]")
         step, versions = adapter_versions_at(run, step)
         seat = model_seat(cfg, versions, evaluation=True)
         adapters = {f"{a}@v{v}": run.adapter_dir(a, v) for a, v in versions.items()}
@@ -123,24 +124,27 @@ def run_players(cfg: CoplayConfig, player: EvalPlayer, opponent: EvalPlayer | No
             if coplay_envs.seats(plan.game):
                 plan.default = opponent.seat
     banks = {**(opponent.banks if opponent else {}), **player.banks}
-    played = play_plans(cfg, plans, engine, banks)
+    played = play_plans(cfg, plans, engine, banks, f"evaluate {player.spec}")
     if league is not None:
         league.play(played)
     trajectories = evaluated(played, plans)
     return summarize_eval(trajectories), len(trajectories)
 
 
-def run_evaluation(cfg: CoplayConfig, policy: str, opponents: str | None, run: RunDir | None,
-                   step: int | None, out: Path | None = None,
+def run_evaluation(cfg: CoplayConfig, policy: Policy, opponents: str | None, out: Path | None = None,
                    name: str | None = None) -> tuple[Path, Path]:
     """`coplay eval`: evaluate `policy` against `opponents` (default `eval.opponents`) on the protocol of
-    `cfg.eval`; writes `<name>.json` and `.md` under `out` (default the run's `eval/`, else
-    `<run.out_dir>/eval`) and returns their paths."""
+    `cfg.eval`; writes `<name>.json` and `.md` under `out` (default the run's `eval/` for a run policy, else
+    `<run.out_dir>/eval`) and returns their paths. Files are named by policy, step, games, opponents and
+    seeds (`eval_file_stem`) and never overwritten."""
     opponents = opponents or cfg.eval.opponents
     if opponents not in OPPONENTS:
         raise ValueError(f"--opponents {opponents!r}: expected one of {', '.join(OPPONENTS)}")
-    player = make_player(policy, cfg, run, step)
-    opponent = None if opponents == "self" else make_player(opponents, cfg, run, step)
+    run = RunDir.open(policy.run_dir) if policy.run_dir is not None else None
+    if run is not None:
+        check_step(run.root, policy.step)
+    player = make_player("model" if policy.kind == "run" else policy.kind, cfg, run, policy.step)
+    opponent = None if opponents == "self" else make_player(opponents, cfg, run, policy.step)
     seated = [p for p in (player, opponent) if p is not None]
     started = time.perf_counter()
     engine = open_engine(cfg, {k: v for p in seated for k, v in p.adapters.items()}) \
@@ -152,17 +156,19 @@ def run_evaluation(cfg: CoplayConfig, policy: str, opponents: str | None, run: R
         if engine is not None:
             engine.close()
     out = out or (run.eval if run else Path(cfg.run.out_dir) / "eval")
-    name = name or f"{policy}{'-step' + str(player.detail['learner_step']) if policy == 'model' else ''}"
-    meta = {"player": policy, "opponents": opponents, "games": list(cfg.games),
+    label = f"run-step{player.detail['learner_step']}" if policy.kind == "run" else policy.kind
+    stem = name or eval_file_stem(label, list(cfg.games), opponents, cfg.seeds.eval.start, cfg.eval.episodes,
+                                  cfg.eval.episodes_per_seat)
+    meta = {"player": label, "policy": policy.spec, "opponents": opponents, "games": list(cfg.games),
             "episodes_single": cfg.eval.episodes, "episodes_per_seat": cfg.eval.episodes_per_seat,
             "max_steps": cfg.eval.max_steps or cfg.rollout.max_steps,
             "seeds_eval_start": cfg.seeds.eval.start,
             "temperature": cfg.eval.temperature, "trajectories": n,
             "seconds": round(time.perf_counter() - started, 1), "run": str(run.root) if run else None,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **player.detail}
-    if policy == "model":
+    if policy.kind == "run":
         meta["iteration"] = player.detail["learner_step"]
-    return write_eval(out, name, results, meta, league.table())
+    return write_eval(out, unused_stem(out, stem), results, meta, league.table())
 
 
 def run_league(cfg: CoplayConfig, run: RunDir | None) -> League:

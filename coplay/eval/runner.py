@@ -13,6 +13,7 @@ from typing import Any
 
 from coplay.config import CoplayConfig, EvalConfig
 from coplay.eval.protocol import eval_plans, evaluated, player_seat, summarize_eval
+from coplay.progress import phase
 from coplay.rollout.model_episodes import EpisodePlan, RunnerContext, play_episodes
 from coplay.types import Trajectory
 
@@ -49,13 +50,17 @@ def skills_from(banks: Mapping[str, Any] | None) -> Callable[[str, str], Any]:
 
 
 def play_plans(cfg: CoplayConfig, plans: list[EpisodePlan], engine: Any = None,
-               banks: Mapping[str, Any] | None = None) -> list[Trajectory]:
-    """Play the plans in this process (bots need no engine; model seats need one serving their versions)."""
+               banks: Mapping[str, Any] | None = None, description: str | None = None) -> list[Trajectory]:
+    """Play the plans in this process (bots need no engine; model seats need one serving their versions);
+    with `description`, a progress bar of the episodes under that name."""
     import coplay_envs
 
     ctx = RunnerContext(engine=engine, rules=coplay_envs.rules, skills_for=skills_from(banks),
                         run_seed=cfg.seeds.run, env_threads=cfg.rollout.env_threads)
-    return asyncio.run(play_episodes(ctx, plans, cfg.rollout.concurrent_episodes))
+    if description is None:
+        return asyncio.run(play_episodes(ctx, plans, cfg.rollout.concurrent_episodes))
+    with phase(description, len(plans), "episodes") as bar:
+        return asyncio.run(play_episodes(ctx, plans, cfg.rollout.concurrent_episodes, bar.advance))
 
 
 def evaluate_locally(cfg: CoplayConfig, player: str, protocol: EvalConfig | None = None, engine: Any = None,

@@ -1,4 +1,4 @@
-"""GRPO group advantages (DESIGN.md §5), as pure functions over rewards already set on `Sample`s.
+"""GRPO group advantages (docs/rewards.md), as pure functions over rewards already set on `Sample`s.
 
 Group-normalised advantage of member i of a group with rewards R_1..R_G:
 

@@ -1,4 +1,4 @@
-"""The GRPO loss on the exact sampled tokens (DESIGN.md §5), as short pure functions over tensors.
+"""The GRPO loss on the exact sampled tokens (docs/rewards.md), as short pure functions over tensors.
 
 Per completion token t of sequence i (log-probs taken at the sampling temperature):
 

@@ -1,5 +1,6 @@
 """The multi-adapter GRPO learner: one frozen base model, the five LoRA adapters resident, one update per
-learner step for every adapter that had samples (DESIGN.md §5), on plain torch or DeepSpeed ZeRO-2 / ZeRO-3.
+learner step for every adapter that had samples (docs/rewards.md), on plain torch or DeepSpeed ZeRO-2 /
+ZeRO-3.
 
 Why an idle adapter stays bit-identical, optimizer moments included, under every backend
 -----------------------------------------------------------------------------------------

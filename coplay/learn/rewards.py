@@ -1,4 +1,5 @@
-"""Rewards of the decision agent's two adapters (DESIGN.md §5), as pure functions over `Trajectory` records.
+"""Rewards of the decision agent's two adapters (docs/rewards.md), as pure functions over `Trajectory`
+records.
 
 `act`, per step t of one seat's episode:
 

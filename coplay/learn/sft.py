@@ -1,4 +1,4 @@
-"""Cold-start SFT (DESIGN.md §5): chat-formatted teacher examples, loss on completion tokens only, on one
+"""Cold-start SFT (docs/rewards.md): chat-formatted teacher examples, loss on completion tokens only, on one
 named adapter of a `Learner` (so it runs on plain torch or DeepSpeed like GRPO).
 
 An example is (messages, completion): the prompt is the chat template applied to `messages` with the

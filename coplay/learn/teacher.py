@@ -1,4 +1,4 @@
-"""Teacher data for the cold-start SFT (DESIGN.md §5): expert-bot episodes turned into `act` and `retrieve`
+"""Teacher data for the cold-start SFT (docs/rewards.md): expert-bot episodes turned into `act` and `retrieve`
 examples, labelled by the deterministic bank built from expert trajectories.
 
 Each example is the exact prompt the decision agent would see (the one prompt builder of

@@ -1,6 +1,6 @@
 """Load the frozen base model and its tokenizer from a Hugging Face id, a local folder, or `tiny`.
 
-`trust_remote_code` stays off unless the config turns it on (DESIGN.md §6). Weights are never fetched
+`trust_remote_code` stays off unless the config turns it on (docs/architecture.md). Weights are never fetched
 here beyond what transformers' own loader does for a hub id; tests use the tiny model.
 """
 

@@ -16,6 +16,16 @@ from coplay.files import write_bytes_atomic
 from coplay.runs import RunDir
 from coplay.skills.schema import Bank, BankError, bank_keys, bank_versions, load_bank
 
+COLUMNS = ("id", "name", "contract", "preconditions", "success", "uses", "use pass", "steps", "last it",
+           "v")
+COLUMNS_NOTE = (
+    "The title's pass rate checks each skill's contract (the facts it promises to add or remove) on "
+    "segments of trajectories the bank did not learn from; 'shuffled windows' is the same check on random "
+    "windows, the chance level. Columns: contract = the literals it promises; preconditions / success = "
+    "when it can start / when it is done; uses = times the decision agent ran it; use pass = share of those "
+    "runs that reached its success condition; steps = mean steps per use; last it = iteration of its last "
+    "use; v = the skill's own version.")
+
 
 def _open(run_dir: str | Path | RunDir) -> RunDir:
     return run_dir if isinstance(run_dir, RunDir) else RunDir(Path(run_dir))
@@ -42,10 +52,11 @@ def show_bank(run_dir: str | Path | RunDir, game: str | None = None, version: in
         bank = load_bank(run, key, version)
         m = bank.metrics
         table = Table(title=f"bank {key} v{bank.version} (iteration {bank.iteration}): "
-                            f"{len(bank.skills)} skills, "
-                            f"held-out pass {m.get('heldout_pass_rate', 0):.0%} vs shuffled "
-                            f"{m.get('shuffled_pass_rate', 0):.0%}, coverage {m.get('coverage', 0):.0%}")
-        for col in ("id", "name", "contract", "preconditions", "success", "uses", "pass", "dur", "last", "v"):
+                            f"{len(bank.skills)} skills; contracts on held-out segments: "
+                            f"{m.get('heldout_pass_rate', 0):.0%} pass (shuffled windows: "
+                            f"{m.get('shuffled_pass_rate', 0):.0%}), coverage {m.get('coverage', 0):.0%}",
+                      caption=COLUMNS_NOTE)
+        for col in COLUMNS:
             table.add_column(col, overflow="fold")
         for skill in sorted(bank.skills.values(), key=lambda s: int(s.id[1:]) if s.id[1:].isdigit() else 0):
             st = skill.stats

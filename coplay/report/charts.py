@@ -77,12 +77,26 @@ def _style_axes(ax: Any, title: str, xlabel: str, ylabel: str, integer_x: bool =
     ax.grid(True, alpha=0.3)
 
 
+def _integer_axes(ax: Any, series: Sequence[Series], integer_y: bool = False) -> None:
+    """Whole-number ticks (iterations, versions, counts); one x value gets a single tick with room either side
+    instead of an autoscaled fractional axis."""
+    from matplotlib.ticker import MaxNLocator
+
+    xs = sorted({float(x) for s in series for x in s.x})
+    if len(xs) == 1:
+        ax.set_xticks(xs, [f"{xs[0]:g}"])
+        ax.set_xlim(xs[0] - 1, xs[0] + 1)
+    if integer_y:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _draw_series(ax: Any, series: Sequence[Series], levels: Sequence[Level]) -> None:
     for i, s in enumerate(series):
         color = s.style.get("color", PALETTE[i % len(PALETTE)])
         y = [_finite(v) for v in s.y]
-        ax.plot(s.x, y, marker=s.style.get("marker", "o"), markersize=3, linewidth=1.5, color=color,
-                linestyle=s.style.get("linestyle", "-"), label=s.label)
+        alone = len(s.x) == 1  # one point: a marker, not an invisible line
+        ax.plot(s.x, y, marker=s.style.get("marker", "o"), markersize=7 if alone else 3, linewidth=1.5,
+                color=color, linestyle="none" if alone else s.style.get("linestyle", "-"), label=s.label)
         if s.low is not None and s.high is not None:
             ax.fill_between(s.x, [_finite(v) for v in s.low], [_finite(v) for v in s.high], color=color,
                             alpha=0.18, linewidth=0)
@@ -95,16 +109,17 @@ def _draw_series(ax: Any, series: Sequence[Series], levels: Sequence[Level]) -> 
 
 def line_chart(chart_id: str, title: str, xlabel: str, ylabel: str, series: Sequence[Series],
                levels: Sequence[Level] = (), ylim: tuple[float, float] | None = None,
-               xlim: tuple[float, float] | None = None) -> str:
+               xlim: tuple[float, float] | None = None, integer_y: bool = False) -> str:
     """Lines (with CI bands where given) and horizontal reference levels on one axes; x is an integer
-    axis (iterations, versions)."""
+    axis (iterations, versions), and so is y with `integer_y` (counts)."""
     fig = _figure(7.5, 3.4)
     ax = fig.add_subplot(1, 1, 1)
     _draw_series(ax, series, levels)
     _style_axes(ax, title, xlabel, ylabel)
+    _integer_axes(ax, series, integer_y)
     if ylim is not None:
         ax.set_ylim(*ylim)
-    if xlim is not None:
+    if xlim is not None and len({x for s in series for x in s.x}) > 1:
         ax.set_xlim(*xlim)
     if series or levels:
         ax.legend(fontsize=8, loc="best")
@@ -122,6 +137,7 @@ def small_multiples(chart_id: str, title: str, xlabel: str, panels: dict[str, Se
         ax = fig.add_subplot(rows, cols, k + 1)
         _draw_series(ax, panels[name], ())
         _style_axes(ax, name, xlabel, "")
+        _integer_axes(ax, panels[name])
         if len(panels[name]) > 1:
             ax.legend(fontsize=7, loc="best")
     fig.suptitle(title, fontsize=11)

@@ -1,4 +1,4 @@
-"""What the run report reads from a run folder (DESIGN.md §7), turned into chart series and table rows.
+"""What the run report reads from a run folder (docs/run-folder.md), turned into chart series and table rows.
 
 `metrics.jsonl` lines have the shape of `coplay.driver.metrics.iteration_record` (line 0 is the cold-start
 record, a final `final_train` record may follow the last iteration); `eval/*.json` files are
@@ -92,7 +92,13 @@ def _read_banks(run: RunDir, problems: list[str]) -> dict[str, list[Bank]]:
 def load_run(run_dir: str | Path | RunDir) -> RunData:
     """Read a run folder (`RunDirError` when it is not one)."""
     run = run_dir if isinstance(run_dir, RunDir) else RunDir.open(run_dir)
-    problems: list[str] = []
+    from coplay.driver.preflight import artifact_problems
+
+    problems: list[str] = artifact_problems(run, shards=True)
+    torn = run.torn_metrics_tail()
+    if torn:
+        problems.append(f"{run.metrics_path}: the last line is torn ({len(torn)} bytes, a write cut short); "
+                        f"it is not shown")
     records = run.read_metrics() if run.metrics_path.exists() else []
     cold = next((r for r in records if "cold_start" in r), None)
     iterations = sorted((r for r in records if "scores" in r or "timings" in r), key=lambda r: r["iteration"])

@@ -31,6 +31,7 @@ th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}tr.median td
 .none,.note,.meta{color:#666;font-size:13px}.problem{color:#b00}
 pre.config{font-size:11px;background:#f7f7f7;padding:8px;max-height:320px;overflow:auto}
 .bank-report img{max-width:100%}
+div.wide{max-width:100%;overflow-x:auto}table.throughput th{max-width:90px;vertical-align:bottom}
 """
 
 # First thing in <head>: record any script error (also one thrown by the check below) into the DOM.
@@ -73,6 +74,7 @@ CHECK_SCRIPT = """
     body.setAttribute('data-images-total', String(images.length));
     body.setAttribute('data-images-ok', String(imagesOk));
     body.setAttribute('data-script-errors', window.__reportErrors.join(' | '));
+    body.setAttribute('data-page-width', String(document.documentElement.scrollWidth));
   }
   check();
   window.addEventListener('load', function () { check(); \
@@ -81,6 +83,7 @@ document.body.setAttribute('data-report-ready', 'yes'); });
 """
 
 SECTIONS = (
+    ("cold-start", "Cold start", sections.cold_start),
     ("learning", "Learning curves", sections.learning_curves),
     ("rewards", "Reward parts per adapter", sections.reward_parts),
     ("invalid", "Invalid actions", sections.rates),
@@ -99,12 +102,6 @@ def render_report(data: RunData) -> str:
     nav = "".join(f"<a href='#{key}'>{e(title)}</a>" for key, title, _ in SECTIONS)
     body = "".join(f"<section id='{key}'><h2>{e(title)}</h2>{build(data)}</section>"
                    for key, title, build in SECTIONS)
-    cold = ""
-    if data.cold_start is not None:
-        sft = data.cold_start.get("cold_start", {}).get("sft", {})
-        cold = ("<p class='meta'>cold start: "
-                f"""{e(', '.join(f'{k}={v}' for k, v in sorted(sft.items())
-                                 if not isinstance(v, dict | list)))}</p>""")
     iterations = len(data.iterations)
     summary = (f"<p>{iterations} iteration record(s), {len(data.evals)} evaluation(s), "
                f"{len(data.banks)} bank(s). "
@@ -113,7 +110,7 @@ def render_report(data: RunData) -> str:
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>coplay run {e(name)}</title><script>{ERROR_HOOK}</script><style>{STYLE}</style></head>"
-        f"<body><h1>coplay run <code>{e(name)}</code></h1>{summary}{cold}<nav>{nav}</nav>{body}"
+        f"<body><h1>coplay run <code>{e(name)}</code></h1>{summary}<nav>{nav}</nav>{body}"
         f"{sections.problems(data)}"
         f"<section id='config'><h2>Config</h2><pre class='config'>{e(data.config_text)}</pre></section>"
         f"<script>{CHECK_SCRIPT}</script></body></html>"

@@ -78,7 +78,7 @@ def reward_parts(data: RunData) -> str:
     return figure("chart-reward-parts",
                   charts.small_multiples("reward-parts", "mean reward per adapter", "iteration", panels),
                   "Mean reward of each adapter's samples per iteration (act: return-to-go at each step; "
-                  "retrieve, segment, contract, curator: DESIGN.md §5).")
+                  "retrieve, segment, contract, curator: docs/rewards.md).")
 
 
 def rates(data: RunData) -> str:
@@ -120,7 +120,7 @@ def banks(data: RunData) -> str:
     versions, ops = bank_operation_counts(data.banks)
     parts = [figure("chart-bank-size",
                     charts.line_chart("bank-size", "skills per bank version", "bank version", "skills",
-                                      bank_size_series(data.banks)),
+                                      bank_size_series(data.banks), integer_y=True),
                     "Number of skills in each bank (per game, Avalon side or Diplomacy power) at each "
                     "version.")]
     if ops:
@@ -243,11 +243,31 @@ def throughput(data: RunData) -> str:
     body = "".join("<tr>" + "".join(f"<td>{_fmt(r[c], 1)}</td>" for c in cols) + "</tr>" for r in rows)
     median = "<tr class='median'><td>median</td>" + "".join(
         f"<td>{_fmt(_median([r[c] for r in rows]), 1)}</td>" for c in cols[1:]) + "</tr>"
-    parts.append(f"<table class='throughput'><tr>{''.join(f'<th>{c}</th>' for c in cols)}</tr>"
-                 f"{body}{median}</table>"
+    heads = "".join(f"<th>{e(c).replace('_', '_<wbr>')}</th>" for c in cols)  # long names may wrap
+    parts.append(f"<div class='wide'><table class='throughput'><tr>{heads}</tr>"
+                 f"{body}{median}</table></div>"
                  "<p class='note'>trained_tokens_per_s = tokens the learner trained on in the iteration's "
                  "step / the iteration's wall time (benchmarks/README.md defines it per GPU).</p>")
     return "".join(parts)
+
+
+def cold_start(data: RunData) -> str:
+    """The cold start's SFT per adapter: examples, batches, epochs, and the loss before and after."""
+    if data.cold_start is None:
+        return _none("No cold-start record in metrics.jsonl.")
+    record = data.cold_start.get("cold_start", {})
+    sft = {a: v for a, v in (record.get("sft") or {}).items() if isinstance(v, dict) and "first_loss" in v}
+    if not sft:
+        return _none("No SFT at the cold start (sft.enabled: false), or it recorded no losses.")
+    cols = ("examples", "batches", "epochs", "first_loss", "last_loss")
+    rows = "".join(f"<tr><td>{e(a)}</td>" + "".join(f"<td>{_fmt(v.get(c), 3)}</td>" for c in cols) + "</tr>"
+                   for a, v in sorted(sft.items()))
+    seconds = record.get("sft_seconds")
+    took = f" SFT took {seconds:.0f} s." if isinstance(seconds, int | float) else ""
+    return (f"<table class='sft'><tr><th>adapter</th>{''.join(f'<th>{c}</th>' for c in cols)}</tr>{rows}"
+            f"</table><p class='note'>Supervised fine-tuning of every adapter on teacher data before the "
+            f"first iteration: cross-entropy of the teacher's answers, averaged over the first and the last "
+            f"batch.{took}</p>")
 
 
 def problems(data: RunData) -> str:

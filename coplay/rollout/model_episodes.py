@@ -1,4 +1,5 @@
-"""Episode runners for the model (DESIGN.md §6, issue 5): many episodes at once, their engine calls batched.
+"""Episode runners for the model (docs/architecture.md, issue 5): many episodes at once, their engine calls
+batched.
 
 Every episode is a coroutine; all of them run on one asyncio loop, so while one waits for the engine the
 others step their games, and the engine sees many concurrent requests to batch. Seats are played by the
@@ -243,13 +244,18 @@ def _agent_counters(traj: Trajectory) -> dict[str, int]:
             "model_calls": len(traj.samples)}
 
 
-async def play_episodes(ctx: RunnerContext, plans: list[EpisodePlan], concurrency: int) -> list[Trajectory]:
-    """Play all plans with at most `concurrency` episodes in flight; results in plan order."""
+async def play_episodes(ctx: RunnerContext, plans: list[EpisodePlan], concurrency: int,
+                        done: Callable[[int], None] | None = None) -> list[Trajectory]:
+    """Play all plans with at most `concurrency` episodes in flight; results in plan order. `done(1)` is
+    called as each episode ends (a progress bar)."""
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(plan: EpisodePlan) -> list[Trajectory]:
         async with gate:
-            return await play_episode(ctx, plan)
+            trajectories = await play_episode(ctx, plan)
+        if done is not None:
+            done(1)
+        return trajectories
 
     if ctx.env_threads > 0 and ctx.env_pool is None:
         ctx.env_pool = ThreadPoolExecutor(ctx.env_threads, thread_name_prefix="coplay-env")

@@ -1,4 +1,4 @@
-"""The skill bank (DESIGN.md §4): boundaries, segmentation, contracts, curated maintenance, versions.
+"""The skill bank (docs/agents.md): boundaries, segmentation, contracts, curated maintenance, versions.
 
 Pure Python: never imports ray, torch, vllm or transformers. The one entry point is `update_bank`; a model
 reaches the bank only through a `ModelCaller`.

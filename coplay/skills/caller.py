@@ -1,7 +1,7 @@
 """How the skill bank asks a model: prompts in, Samples out. The bank never sees an engine.
 
 `ModelCaller.complete(adapter, prompts, n, max_tokens)` returns n Samples per prompt with `completion_text`,
-token ids and behaviour log-probs filled (DESIGN.md §5). `FunctionCaller` wraps any function
+token ids and behaviour log-probs filled (docs/rewards.md). `FunctionCaller` wraps any function
 `generate(adapter, prompts, n) -> [[Completion | str, ...], ...]`, which is how the engines (or a scripted
 test double) plug in. No caller (`None`) means the deterministic policy. Never imports ray, torch or vllm.
 """

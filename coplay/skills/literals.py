@@ -1,4 +1,4 @@
-"""Contract literals (DESIGN.md §4): what a segment changed between its start and end windows.
+"""Contract literals (docs/agents.md): what a segment changed between its start and end windows.
 
 `f↑` / `f↓`: a numeric feature rose / fell (window means); `b=true` / `b=false`: a boolean became true /
 false (window majorities). Literals are plain strings so banks, prompts and rewards share one spelling.

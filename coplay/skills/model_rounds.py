@@ -114,7 +114,7 @@ def _implied_segment_reward(bank: Bank, trajectory_segments: Sequence[Segment], 
                             label: str, train_by_skill: Mapping[str, list[frozenset[str]]],
                             heldout_by_skill: Mapping[str, list[frozenset[str]]],
                             cfg: SkillBankConfig) -> float:
-    """§5 segment reward of the segmentation in which `changed` carries `label`."""
+    """The `segment` reward (docs/rewards.md) of the segmentation in which `changed` carries `label`."""
     labels = [label if s is changed else s.label for s in trajectory_segments]
     rates = []
     for skill_id in sorted({lab for lab in labels if lab != NEW}):

@@ -1,5 +1,5 @@
 """Retrieval: rank a bank's skills for the current view and render the top k as prompt text; and the
-runtime status of an active skill (DESIGN.md §4 step 1 and the abort rule).
+runtime status of an active skill (docs/agents.md step 1 and the abort rule).
 
 score = W_RELEVANCE x relevance + W_PRECONDITIONS x [preconditions hold now] + W_PASS x pass rate, where
 relevance is the share of the skill's words (name, summary, intention tags) found in the observation text
@@ -63,7 +63,7 @@ def render_ranked(ranked: Sequence[RankedSkill]) -> str:
 
 
 def skill_status(skill: Skill, features: FeatureView, steps_active: int) -> str:
-    """"success", "abort" or "running" for an active skill (DESIGN.md §4): success when its success
+    """"success", "abort" or "running" for an active skill (docs/agents.md): success when its success
     expression holds; abort when its preconditions stop holding before success, its abort expression holds,
     or it has run past 2x its mean duration."""
     if skill.expression("success").holds(features):

@@ -1,4 +1,4 @@
-"""Rewards of the skill-bank adapters, exactly as DESIGN.md §5. Pure, deterministic functions: no hashing,
+"""Rewards of the skill-bank adapters, exactly as docs/rewards.md. Pure, deterministic functions: no hashing,
 no noise, no randomness. Standard library only; never imports ray or torch.
 
 - segment:  R = mean held-out pass rate of the contracts the segmentation implies
@@ -7,7 +7,7 @@ no noise, no randomness. Standard library only; never imports ray or torch.
                 + 0.5 if the expressions parse and validate
 - curator:  R = (Q_after - Q_before) signed by the verdict (+ approve, - reject), where
             Q = mean contract pass rate x coverage of steps by skills - size_penalty x bank size.
-            §5 is silent on an answer with no verdict: it is applied as a rejection, and scored
+            docs/rewards.md is silent on an answer with no verdict: it is applied as a rejection, and scored
             -|ΔQ| - UNPARSEABLE_VERDICT_PENALTY: strictly worse than either verdict, so GRPO always prefers an
             answer to garbage (with -|ΔQ| alone garbage would tie with the worse verdict, and with both when
             the operation leaves Q unchanged).

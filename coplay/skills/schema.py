@@ -1,4 +1,4 @@
-"""Skills and banks (DESIGN.md §4): the records, their JSON form, and versioned storage in the run folder.
+"""Skills and banks (docs/agents.md): the records, their JSON form, and versioned storage in the run folder.
 
 A bank is a versioned set of skills per bank key (`2048`, `avalon/good`, `diplomacy/FRANCE`). Each version
 is one JSON file `banks/<key>/v<n>.json`, written atomically, never overwritten: old versions stay readable.
@@ -90,7 +90,7 @@ class Instance:
 
 @dataclass
 class Skill:
-    """A skill (DESIGN.md §4). `tags` counts the intention tags of its instances (used for intention fit);
+    """A skill (docs/agents.md). `tags` counts the intention tags of its instances (used for intention fit);
     `evidence` keeps its most recent instances (bounded) so later updates can refine, split or merge it."""
 
     id: str
@@ -229,7 +229,7 @@ def _id_order(skill_id: str) -> tuple[int, str]:
 
 def bank_key_for(game: str, seat: str = "", role: str = "") -> str:
     """The bank key of a trajectory: per game, and per side where seats differ (Avalon `good` / `evil` by role
-    id, Diplomacy per power; DESIGN.md §2). The side comes from the game (`coplay_envs.side`)."""
+    id, Diplomacy per power; docs/architecture.md). The side comes from the game (`coplay_envs.side`)."""
     import coplay_envs
 
     side = coplay_envs.side(game, seat or role, role or seat)

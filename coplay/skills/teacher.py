@@ -1,5 +1,5 @@
 """Teacher data for the bank adapters (`segment`, `contract`, `curator`): the deterministic policy's own
-decisions, phrased as the answers those adapters are asked for (DESIGN.md §5, cold start).
+decisions, phrased as the answers those adapters are asked for (docs/rewards.md, cold start).
 
 `TeacherCaller` stands in for a model during a deterministic bank update and answers as the deterministic
 policy decides: every curator proposal approved (the deterministic policy applies them all) and every

@@ -1,4 +1,4 @@
-"""`update_bank`: the one entry point of the skill-bank agent (DESIGN.md §4).
+"""`update_bank`: the one entry point of the skill-bank agent (docs/agents.md).
 
 Trajectories -> boundary proposal -> segmentation (DP; the `segment` adapter on close calls) -> usage stats
 and contract evidence -> maintenance proposals (curated; verdicts applied) -> protocols of new and changed

@@ -1,6 +1,6 @@
 """Avalon features: a flat dict of named numbers and booleans computed from one seat's `view` only
-(`text.build_view`), the vocabulary skills are written in (DESIGN.md §3). Never reads the hidden state and
-never imports `coplay`.
+(`text.build_view`), the vocabulary skills are written in (docs/game-contract.md). Never reads the hidden
+state and never imports `coplay`.
 
 Features (all from the seat's own view):
 - `quest` (int, 1..5): the current quest number; `proposal` (int, 1..5): the attempt for this quest.

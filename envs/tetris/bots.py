@@ -1,7 +1,7 @@
 """Tetris bots: `ExpertBot` (a one-piece placement search with Dellacherie's evaluation) and `RandomBot`.
 
 Bots read only ``info["view"]`` and ``info["legal_actions"]`` (never ``info["state"]``), and tag every
-action with an intention and a one-line reason (DESIGN.md §3). Never imports `coplay` or gymnasium.
+action with an intention and a one-line reason (docs/game-contract.md). Never imports `coplay` or gymnasium.
 """
 
 from __future__ import annotations

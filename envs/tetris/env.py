@@ -75,7 +75,7 @@ def parse_placement(action: str, piece: str) -> tuple[int, int] | None:
 
 
 class TetrisEnv(gymnasium.Env[str, str]):
-    """Tetris, one placement per step, text observations and actions (DESIGN.md §3)."""
+    """Tetris, one placement per step, text observations and actions (docs/game-contract.md)."""
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
 

@@ -1,4 +1,4 @@
-"""The decision agent (DESIGN.md §4, issue 5) with the real tiny model's tokenizer and chat template.
+"""The decision agent (docs/agents.md, issue 5) with the real tiny model's tokenizer and chat template.
 
 Where the logic must be exercised deterministically (retrieval due / not due, skill success and abort), a
 `ScriptedEngine` stands in for the model's *choices* only: it answers given completion texts, tokenized by

@@ -1,5 +1,5 @@
-"""Security defaults (DESIGN.md §6, issue 9 part 4): a local Ray binds to loopback and starts no dashboard;
-run folders hold no pickle; `trust_remote_code` is off unless configured and reaches the loaders.
+"""Security defaults (docs/architecture.md, issue 9 part 4): a local Ray binds to loopback and starts no
+dashboard; run folders hold no pickle; `trust_remote_code` is off unless configured and reaches the loaders.
 
 One real local Ray start (about 10 s) is shared by the tests that need it.
 """

@@ -16,6 +16,12 @@ from coplay.runs import RunDir
 ALL_GAMES = "2048,candy_crush,tetris,mario,avalon,diplomacy"
 
 
+def _only(folder, prefix: str):
+    """The one evaluation file whose name starts with `prefix`."""
+    (path,) = sorted(folder.glob(f"{prefix}_*.json"))
+    return path
+
+
 def _eval(args: list[str], capsys) -> str:
     code = main(["eval", *args])
     captured = capsys.readouterr()
@@ -26,7 +32,9 @@ def _eval(args: list[str], capsys) -> str:
 def test_bots_on_every_game(tmp_path, capsys):
     _eval(["--policy", "expert", "--games", ALL_GAMES, "--episodes", "2", "--episodes-per-seat", "1",
            "--max-steps", "10", "--out", str(tmp_path)], capsys)
-    data = json.loads((tmp_path / "expert.json").read_text())
+    path = _only(tmp_path, "expert")
+    assert path.name == f"expert_{ALL_GAMES.replace(',', '+')}_vs-expert_seeds1000000-n2x1.json"
+    data = json.loads(path.read_text())
     results = data["results"]
     assert sorted(results) == sorted(ALL_GAMES.split(","))
     assert results["2048"]["episodes"] == 2 and results["avalon"]["episodes"] == 5  # one per seat
@@ -35,20 +43,43 @@ def test_bots_on_every_game(tmp_path, capsys):
     assert "side:good" in results["avalon"]["win_rate"]
     assert data["meta"]["player"] == "expert" and data["meta"]["opponents"] == "expert"  # eval.opponents
     assert data["meta"]["seeds_eval_start"] == 1_000_000
-    assert (tmp_path / "expert.md").read_text().startswith("# Evaluation: expert")
+    assert path.with_suffix(".md").read_text().startswith("# Evaluation: expert")
 
 
 def test_expert_beats_random_on_2048_in_the_compare_view(tmp_path, capsys):
     for policy in ("random", "expert"):
         _eval(["--policy", policy, "--games", "2048", "--episodes", "6", "--out", str(tmp_path)], capsys)
-    text = _eval(["--compare", str(tmp_path / "random.json"), str(tmp_path / "expert.json")], capsys)
-    row = next(line for line in text.splitlines() if "2048" in line)
+    text = _eval(["--compare", str(_only(tmp_path, "random")), str(_only(tmp_path, "expert"))], capsys)
+    assert "warning" not in text  # the same protocol
+    row = next(line for line in text.splitlines() if line.lstrip("│ ").startswith("2048"))
     assert row.rstrip("│ ").endswith("yes")  # the difference's 95% interval excludes 0
 
 
-def test_unknown_policy_is_named(tmp_path, capsys):
-    assert main(["eval", "--policy", "wizard", "--games", "2048", "--out", str(tmp_path)]) == 2
-    assert "player 'wizard'" in capsys.readouterr().err
+def test_unknown_policy_is_named_with_the_vocabulary(tmp_path, capsys):
+    for spec in ("wizard", "model"):
+        assert main(["eval", "--policy", spec, "--games", "2048", "--out", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert f"policy {spec!r}" in err and "base | run:RUN_DIR[@STEP] | expert | random | openai" in err
+
+
+def test_evaluations_of_different_games_or_seeds_both_survive(tmp_path, capsys):
+    _eval(["--policy", "expert", "--games", "2048", "--episodes", "2", "--out", str(tmp_path)], capsys)
+    _eval(["--policy", "expert", "--games", "tetris", "--episodes", "2", "--max-steps", "5", "--out",
+           str(tmp_path)], capsys)
+    _eval(["--policy", "expert", "--games", "2048", "--episodes", "2", "--out", str(tmp_path)], capsys)
+    names = sorted(p.name for p in tmp_path.glob("*.json"))
+    assert names == ["expert_2048_vs-expert_seeds1000000-n2x10-2.json",
+                     "expert_2048_vs-expert_seeds1000000-n2x10.json",
+                     "expert_tetris_vs-expert_seeds1000000-n2x10.json"]
+
+
+def test_compare_warns_when_the_protocols_differ(tmp_path, capsys):
+    _eval(["--policy", "random", "--games", "2048", "--episodes", "2", "--max-steps", "5", "--out",
+           str(tmp_path)], capsys)
+    _eval(["--policy", "expert", "--games", "2048", "--episodes", "3", "--out", str(tmp_path)], capsys)
+    text = _eval(["--compare", str(_only(tmp_path, "random")), str(_only(tmp_path, "expert"))], capsys)
+    assert "warning: the two sides differ in episodes per game: 2 vs 3" in text
+    assert "warning: the two sides differ in horizon (max steps): 5 vs" in text
 
 
 def _model_overrides(tiny_model_config) -> list[str]:
@@ -59,7 +90,7 @@ def _model_overrides(tiny_model_config) -> list[str]:
 def test_base_model_without_adapters(tmp_path, capsys, tiny_model_config):
     _eval(["--policy", "base", "--games", "2048", "--episodes", "2", "--max-steps", "2", "--out",
            str(tmp_path), *_model_overrides(tiny_model_config)], capsys)
-    data = json.loads((tmp_path / "base.json").read_text())
+    data = json.loads(_only(tmp_path, "base").read_text())
     assert data["results"]["2048"]["episodes"] == 2
     assert data["meta"]["adapters"] is None and data["meta"]["model"] == "tiny"
 
@@ -95,20 +126,30 @@ def test_policy_versions_follow_the_learner_step(run_with_adapters):
 def test_a_runs_adapters_are_evaluated_into_its_eval_folder(run_with_adapters, tiny_model_config, capsys):
     run = run_with_adapters
     # positionals together (argparse): RUN_DIR and the overrides, then the options
-    _eval([str(run.root), *_model_overrides(tiny_model_config), "--policy", "model", "--step", "2",
+    _eval([str(run.root), *_model_overrides(tiny_model_config), "--step", "2",
            "--games", "2048", "--episodes", "2", "--max-steps", "2"], capsys)
-    data = json.loads((run.eval / "model-step2.json").read_text())
+    data = json.loads(_only(run.eval, "run-step2").read_text())
     assert data["meta"]["versions"] == {"act": 1, "retrieve": 1} and data["meta"]["iteration"] == 2
-    assert data["results"]["2048"]["episodes"] == 2
+    assert data["results"]["2048"]["episodes"] == 2 and data["meta"]["policy"] == f"run:{run.root}@2"
     assert main(["report", str(run.root)]) == 0
-    assert "model-step2" in run.report.read_text()
+    assert "run-step2" in run.report.read_text()
+
+
+def test_a_step_the_run_does_not_have_is_refused(run_with_adapters, tmp_path, capsys):
+    run = run_with_adapters
+    assert main(["eval", "--policy", f"run:{run.root}@99", "--games", "2048", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "learner step 99" in err and "steps 0-3" in err
+    assert main(["eval", str(run.root), "--step", "99", "--games", "2048", "--out", str(tmp_path)]) == 2
+    assert "learner step 99" in capsys.readouterr().err
+    assert not list(tmp_path.glob("*.json"))
 
 
 @pytest.mark.slow
 def test_tiny_model_on_every_game(tmp_path, capsys, tiny_model_config):
     _eval(["--policy", "base", "--games", ALL_GAMES, "--episodes", "2", "--episodes-per-seat", "1",
            "--max-steps", "3", "--out", str(tmp_path), *_model_overrides(tiny_model_config)], capsys)
-    results = json.loads((tmp_path / "base.json").read_text())["results"]
+    results = json.loads(_only(tmp_path, "base").read_text())["results"]
     assert sorted(results) == sorted(ALL_GAMES.split(","))
     # the tiny model as the opponents of an expert player in both multi-seat games
     _eval(["--policy", "expert", "--opponents", "base", "--games", "avalon,diplomacy",
@@ -121,7 +162,24 @@ def test_tiny_model_on_every_game(tmp_path, capsys, tiny_model_config):
 def test_eval_rates_the_players_in_the_league(tmp_path, capsys):
     out = _eval(["--policy", "expert", "--opponents", "random", "--games", "diplomacy",
                  "--episodes-per-seat", "2", "--max-steps", "12", "--out", str(tmp_path)], capsys)
-    data = json.loads((tmp_path / "expert.json").read_text())
-    table = data["league"]["diplomacy"]
+    (path,) = tmp_path.glob("expert-*.json")  # named by policy, games, opponents and seeds
+    table = json.loads(path.read_text())["league"]["diplomacy"]
     assert list(table) == ["expert", "random"] and table["expert"]["games"] == 14
     assert "## diplomacy league (OpenSkill)" in out and "| expert |" in out
+
+
+def test_play_uses_a_runs_adapters_with_the_same_policy_names_as_eval(run_with_adapters, tiny_model_config,
+                                                                       tmp_path, capsys):
+    from coplay.types import read_shard_dir
+
+    run = run_with_adapters
+    code = main(["play", "--game", "2048", "--policy", f"run:{run.root}@2", "--episodes", "1", "--max-steps",
+                 "2", "--out", str(tmp_path), *_model_overrides(tiny_model_config)])
+    out = capsys.readouterr().out
+    assert code == 0 and "play-2048-run-step2-s0.msgpack" in out
+    (shard,), errors = read_shard_dir(tmp_path)
+    samples = [s for t in shard.trajectories for s in t.samples]
+    act = {(s.adapter, s.adapter_version) for s in samples if s.adapter == "act"}
+    assert not errors and act == {("act", 1)}  # act v1 is the version of learner step 2
+    assert main(["play", "--game", "2048", "--policy", f"run:{run.root}@99"]) == 2
+    assert "learner step 99" in capsys.readouterr().err

@@ -1,5 +1,5 @@
-"""Fault tolerance on a real local Ray cluster (DESIGN.md §6): corrupt artifacts, and rollout workers or the
-skill-bank actor killed mid-iteration while the loop runs.
+"""Fault tolerance on a real local Ray cluster (docs/architecture.md): corrupt artifacts, and rollout workers
+or the skill-bank actor killed mid-iteration while the loop runs.
 
 The corrupt deliveries come from the ArtifactStore's documented test hook `testing_corrupt_deliveries`
 (one flipped bit in the bytes handed out; the run-folder copy and the checksum stay intact). The bank kill

@@ -1,7 +1,7 @@
-"""`coplay train --resume RUN_DIR` after killing the driver (DESIGN.md §6): with staleness 0 the resumed run's
-adapters equal an uninterrupted run's bit for bit; with staleness 1 every episode enters training exactly
-once across the kill. The driver is a real `coplay train` process, killed with SIGKILL once a checkpoint
-exists; the continuation runs on this test's local cluster.
+"""`coplay train --resume RUN_DIR` after killing the driver (docs/architecture.md): with staleness 0 the
+resumed run's adapters equal an uninterrupted run's bit for bit; with staleness 1 every episode enters
+training exactly once across the kill. The driver is a real `coplay train` process, killed with SIGKILL once
+a checkpoint exists; the continuation runs on this test's local cluster.
 """
 
 from __future__ import annotations
@@ -116,11 +116,25 @@ def test_resume_with_staleness_1_trains_every_episode_exactly_once(ray_cluster, 
     assert_every_episode_once(cfg, run)
 
 
-def test_resume_of_a_folder_without_checkpoint_fails_clearly_before_starting_anything(tmp_path, capsys):
-    from coplay.cli import main
+def test_a_folder_stopped_before_its_first_checkpoint_is_started_over_in_place(tmp_path):
+    """Stopped during the cold start: `--resume` starts the run again in the same folder, clearing what the
+    stopped attempt published (versions are never overwritten, so they must go) and keeping its config and
+    metrics."""
+    from coplay.driver.preflight import restart_in_place, resume_point
 
     run = RunDir.create(tmp_path, "no-ckpt", load_config().to_yaml())
-    assert main(["train", "--resume", str(run.root)]) == 2
-    err = capsys.readouterr().err
-    assert "cannot resume" in err and "no complete checkpoint" in err and str(run.root) in err
-    assert main(["train", "--resume", str(tmp_path / "missing")]) != 0
+    (run.root / "adapters" / "act" / "v0").mkdir(parents=True)
+    (run.root / "checkpoints" / ".step-1.tmp-1").mkdir()
+    run.append_metrics({"iteration": 0, "cold_start": {}})
+    assert resume_point(run, load_config(run.config_path)).checkpoint is None
+    restart_in_place(run)
+    assert not any((run.root / "adapters").iterdir()) and not any((run.root / "checkpoints").iterdir())
+    assert run.read_metrics() == [{"iteration": 0, "cold_start": {}}] and run.config_path.is_file()
+
+
+def test_resume_of_a_missing_folder_fails_with_one_line(tmp_path, capsys):
+    from coplay.cli import main
+
+    assert main(["train", "--resume", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(tmp_path / "missing") in err

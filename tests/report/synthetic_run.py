@@ -74,7 +74,10 @@ def build_run(root: Path, games_dir_name: str = "synthetic") -> RunDir:
     bank = Bank("2048")
     league = League(LeagueConfig(), run.root / "league.json")
     versions = {a: 0 for a in ADAPTERS}
-    run.append_metrics({"iteration": 0, "cold_start": {"sft": {"loss": 1.9, "examples": 320},
+    sft = {a: {"examples": 64, "batches": 16, "epochs": 2, "first_loss": 9.5 - i / 10,
+               "last_loss": 0.4 + i / 10}
+           for i, a in enumerate(ADAPTERS)}  # the shape `coplay.learn` reports per adapter
+    run.append_metrics({"iteration": 0, "cold_start": {"sft": sft, "sft_seconds": 61.0,
                                                        "seed_bank_trajectories": 4},
                         "versions": versions, "bank_versions": {"2048": 0}})
     for k in range(1, ITERATIONS + 1):

@@ -86,3 +86,9 @@ def test_the_check_notices_a_broken_chart_and_a_script_error(report, tmp_path):
     assert int(attrs["data-charts-ok"]) == EXPECTED_CHARTS
     assert attrs["data-charts-failed"] == "chart-empty"
     assert "notAFunction" in attrs["data-script-errors"]
+
+
+def test_nothing_overflows_a_1400_pixel_window(report, tmp_path):
+    """The widest parts (the throughput table, the charts) fit a 1400-pixel window: no sideways scrolling."""
+    attrs = body_attributes(chromium(report, tmp_path / "profile", "--dump-dom", "--window-size=1400,900"))
+    assert int(attrs["data-page-width"]) <= 1400, attrs["data-page-width"]

@@ -1,6 +1,6 @@
-"""`coplay play --policy model`: the tiny model plays 2048, and Avalon and Diplomacy in self-play, and the
-trajectories land as shards under --out. The fast variant runs the `hf` engine in-process; the slow one runs
-the command as a user would, on the default `vllm` engine (the CPU build here)."""
+"""`coplay play --policy base`: the tiny model (no adapters) plays 2048, and Avalon and Diplomacy in
+self-play, and the trajectories land as shards under --out. The fast variant runs the `hf` engine in-process;
+the slow one runs the command as a user would, on the default `vllm` engine (the CPU build here)."""
 
 from __future__ import annotations
 
@@ -46,11 +46,11 @@ def overrides(tiny_model_config, backend: str | None) -> list[str]:
 @pytest.mark.parametrize(("game", "episodes", "max_steps"),
                          [("2048", 8, 3), ("avalon", 1, 6), ("diplomacy", 1, 1)])
 def test_play_model_writes_shards_hf(game, episodes, max_steps, tmp_path, capsys, tiny_model_config):
-    code = main(["play", "--game", game, "--policy", "model", "--episodes", str(episodes), "--max-steps",
+    code = main(["play", "--game", game, "--policy", "base", "--episodes", str(episodes), "--max-steps",
                  str(max_steps), "--out", str(tmp_path), *overrides(tiny_model_config, "hf")])
     out = capsys.readouterr().out
     assert code == 0
-    assert f"{game}: model, {episodes} episode(s)" in out and "trajectories written to" in out
+    assert f"{game}: base, {episodes} episode(s)" in out and "trajectories written to" in out
     check_shards(tmp_path, game, episodes, max_steps)
 
 
@@ -58,7 +58,7 @@ def test_play_model_writes_shards_hf(game, episodes, max_steps, tmp_path, capsys
 @pytest.mark.parametrize(("game", "episodes", "max_steps"),
                          [("2048", 8, 4), ("avalon", 2, 10), ("diplomacy", 1, 2)])
 def test_play_model_cli_on_the_default_vllm_engine(game, episodes, max_steps, tmp_path, tiny_model_config):
-    command = [str(Path(sys.executable).with_name("coplay")), "play", "--game", game, "--policy", "model",
+    command = [str(Path(sys.executable).with_name("coplay")), "play", "--game", game, "--policy", "base",
                "--episodes", str(episodes), "--max-steps", str(max_steps), "--out", str(tmp_path),
                *overrides(tiny_model_config, None)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)

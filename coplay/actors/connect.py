@@ -1,0 +1,64 @@
+"""Starting or joining Ray for a run, with a bounded wait and one clear line when it cannot.
+
+`cluster.address` unset: a fresh local instance on loopback (`coplay.security.ray_init_kwargs`), never an
+existing one. Set (`auto`, `host:port`): the address is resolved the way Ray resolves it, then probed with a
+TCP connect bounded by `cluster.connect_timeout_s` before `ray.init` runs, because `ray.init` against a GCS
+that does not answer retries for a long time and cannot be interrupted while it does. `ray://` client
+addresses are passed through unprobed (the client has its own timeout).
+"""
+
+from __future__ import annotations
+
+import socket
+
+import ray
+
+from coplay.config import ClusterConfig
+from coplay.security import ray_init_kwargs
+
+
+class ClusterConnectError(RuntimeError):
+    """Ray could not be joined; the message says which address and what to change."""
+
+
+def resolve_address(address: str) -> str | None:
+    """`host:port` of the GCS that `address` names (`auto`: the RAY_ADDRESS variable, else the cluster last
+    started on this machine with `ray start`); None when `auto` finds none."""
+    from ray._private.services import canonicalize_bootstrap_address
+
+    try:
+        return canonicalize_bootstrap_address(address)
+    except ConnectionError:  # auto, and no cluster recorded on this machine
+        return None
+
+
+def probe(host_port: str, timeout_s: float) -> str | None:
+    """None when something accepts TCP connections at `host_port` within `timeout_s`, else why not."""
+    host, _, port = host_port.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return None
+    except (OSError, ValueError) as exc:
+        return str(exc) or type(exc).__name__
+
+
+def start_ray(cluster: ClusterConfig, verbose: bool = False) -> None:
+    """`ray.init` for a run: local and fresh unless `cluster.address`; `ClusterConnectError` in at most
+    `cluster.connect_timeout_s` seconds when the configured cluster does not answer."""
+    kwargs = ray_init_kwargs(cluster)
+    address = cluster.address
+    if address is not None and not address.startswith("ray://"):
+        target = resolve_address(address)
+        hint = "unset cluster.address (or pass cluster.address=null) to start a local Ray instead"
+        if target is None:
+            raise ClusterConnectError(f"cluster.address={address}: no running Ray cluster found on this "
+                                      f"machine; {hint}")
+        problem = probe(target, cluster.connect_timeout_s)
+        if problem is not None:
+            raise ClusterConnectError(f"cluster.address={address}: the Ray cluster at {target} does not "
+                                      f"answer within {cluster.connect_timeout_s:g} s ({problem}); {hint}")
+        kwargs["address"] = target
+    try:
+        ray.init(**kwargs, logging_level="INFO" if verbose else "WARNING")
+    except ConnectionError as exc:
+        raise ClusterConnectError(f"cluster.address={address}: {str(exc).splitlines()[0]}") from None

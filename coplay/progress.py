@@ -1,0 +1,95 @@
+"""What a user sees while a long phase runs: a rich progress bar on a terminal, one start and one end line
+in a log (stderr not a terminal), and third-party loggers held at WARNING unless `logging.verbose`.
+
+Every long phase goes through `phase(...)`: the cold-start SFT, the rollouts of an iteration (episodes),
+the bank update, an evaluation (episodes) and `coplay play` (episodes). A phase whose size is unknown shows
+a spinner with the elapsed time. Standard library and rich only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+QUIET_LOGGERS = ("vllm", "ray", "peft", "deepspeed", "transformers", "torch", "urllib3", "filelock",
+                 "httpx")
+
+_enabled = True
+
+
+def set_enabled(enabled: bool) -> None:
+    """Turn progress output on or off for this process (`logging.console: false` turns it off)."""
+    global _enabled
+    _enabled = enabled
+
+
+def quiet_third_party(verbose: bool) -> None:
+    """vLLM, Ray, peft, DeepSpeed (and their helpers) log at WARNING and above unless `verbose`; set in this
+    process and, through the variables those libraries read, in the processes it starts (Ray actors)."""
+    level = logging.INFO if verbose else logging.WARNING
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+    if not verbose:
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        os.environ.setdefault("DS_LOG_LEVEL", "warning")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "warning")
+        os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+
+
+@dataclass
+class Phase:
+    """A running phase: `advance(n)` moves its bar; `note` is shown in its end line."""
+
+    progress: Progress | None
+    task: int | None
+    done: int = 0
+    note: str = ""
+    started: float = field(default_factory=time.perf_counter)
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        if self.progress is not None and self.task is not None:
+            self.progress.advance(self.task, n)
+
+
+@contextmanager
+def phase(description: str, total: int | None = None, unit: str = "") -> Iterator[Phase]:
+    """A progress bar (of `total` `unit`s; a spinner when None) for the duration of the block."""
+    if not _enabled:
+        yield Phase(None, None)
+        return
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        size = f" ({total} {unit})" if total is not None else ""
+        print(f"{description}{size} ...", file=sys.stderr, flush=True)
+        current = Phase(None, None)
+        yield current
+        note = f", {current.note}" if current.note else ""
+        print(f"{description}: done in {time.perf_counter() - current.started:.1f} s{note}", file=sys.stderr,
+              flush=True)
+        return
+    columns = [SpinnerColumn(), TextColumn("{task.description}")]
+    if total is not None:
+        columns += [BarColumn(), MofNCompleteColumn(), TextColumn(unit)]
+    progress = Progress(*columns, TimeElapsedColumn(), console=console, transient=False)
+    with progress:
+        task = progress.add_task(description, total=total)
+        current = Phase(progress, task)
+        yield current
+        if total is None:
+            progress.update(task, total=1, completed=1)

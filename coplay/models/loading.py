@@ -13,12 +13,26 @@ from coplay.config import ModelConfig
 
 
 def resolve_model_path(cfg: ModelConfig) -> str:
-    """`tiny` -> the built tiny model folder (built on first use); anything else is returned as given."""
+    """`tiny` -> the built tiny model folder; a catalogue name -> its folder in the model cache (each built
+    on first use); anything else (a hub id, a local folder) is returned as given."""
     if cfg.name == "tiny":
         from coplay.models.tiny import build_tiny_model
 
         return str(build_tiny_model(cfg.tiny))
+    from coplay.models.catalogue import catalogue_entry
+
+    entry = catalogue_entry(cfg.name)
+    if entry is not None:
+        from coplay.models.model_cache import prepare_entry
+
+        return str(prepare_entry(entry, build_dtype(cfg.dtype), cfg.cache_dir))
     return cfg.name
+
+
+def build_dtype(name: str) -> str:
+    """The dtype a catalogue model is built in: as configured, `auto` -> float32 (the loaders cast it to
+    what they run in, so one float32 build serves every dtype without a second rounding)."""
+    return "float32" if name == "auto" else name
 
 
 def torch_dtype(name: str, device: str = "cpu") -> Any:

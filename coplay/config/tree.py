@@ -54,6 +54,9 @@ class ModelConfig(Section):
                           "~/.cache/coplay/models")
     trust_remote_code: bool = False
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "auto"
+    enable_thinking: bool = Field(
+        False, description="passed to the chat template (Qwen3 opens a <think> block when true; templates "
+                           "without the variable ignore it); off: game answers are short and parsed")
     tiny: TinyModelConfig = TinyModelConfig()
 
 

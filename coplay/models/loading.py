@@ -54,6 +54,8 @@ def load_tokenizer(cfg: ModelConfig) -> Any:
                                               trust_remote_code=cfg.trust_remote_code)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    # read by coplay.agent.prompts.template_kwargs wherever this tokenizer renders a chat (engines, SFT)
+    tokenizer.coplay_enable_thinking = cfg.enable_thinking
     return tokenizer
 
 

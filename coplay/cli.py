@@ -45,7 +45,7 @@ def _train(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from coplay.driver.demo import run_demo
 
-    run_demo(args.overrides)
+    run_demo(args.overrides, args.config)
     return 0
 
 
@@ -73,7 +73,6 @@ def _model_list(args: argparse.Namespace) -> int:
 def _model_prepare(args: argparse.Namespace) -> int:
     from coplay.config import load_config
     from coplay.models.catalogue import CATALOGUE, CatalogueError, catalogue_entry
-    from coplay.models.loading import build_dtype
     from coplay.models.model_cache import prepare_entry, read_manifest
 
     cfg = load_config(args.config, args.overrides)
@@ -88,7 +87,7 @@ def _model_prepare(args: argparse.Namespace) -> int:
               f"{sorted(CATALOGUE)}", file=sys.stderr)
         return 2
     try:
-        folder = prepare_entry(entry, build_dtype(args.dtype or cfg.model.dtype), cfg.model.cache_dir,
+        folder = prepare_entry(entry, args.dtype or cfg.model.cache_dtype, cfg.model.cache_dir,
                                force=args.force, verify=args.verify)
     except CatalogueError as exc:
         print(f"coplay model prepare: {exc}", file=sys.stderr)
@@ -305,13 +304,15 @@ def build_parser() -> argparse.ArgumentParser:
     prep = model_sub.add_parser("prepare", help="build (or check and reuse) a catalogue model in the model "
                                 "cache (model.cache_dir); prints its folder and manifest")
     prep.add_argument("name", help="a catalogue name (coplay model list) or tiny")
-    prep.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default=None,
-                      help="build dtype (default: model.dtype; auto builds float32)")
+    prep.add_argument("--dtype", choices=["float32", "bfloat16"], default=None,
+                      help="build dtype (default: model.cache_dtype, float32)")
     prep.add_argument("--force", action="store_true", help="rebuild even when the entry checks out")
     prep.add_argument("--verify", action="store_true", help="also check every file's sha256")
     _add_config_args(prep)
     prep.set_defaults(func=_model_prepare)
     p = sub.add_parser("demo", help="the demo run (launch/configs/demo-2048.yaml): tiny model, 2048, CPU")
+    p.add_argument("--config", default=None,
+                   help="another demo config, e.g. launch/configs/demo-2048-smollm2.yaml (SmolLM2)")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. loop.iterations=5")
     p.set_defaults(func=_demo)
     return parser

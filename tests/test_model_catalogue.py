@@ -15,7 +15,7 @@ from coplay.cli import main
 from coplay.config import ModelConfig
 from coplay.files import sha256_file, write_json_atomic
 from coplay.models.catalogue import CatalogueEntry, CatalogueError, catalogue_entry, source_file
-from coplay.models.loading import build_dtype, resolve_model_path
+from coplay.models.loading import resolve_model_path
 from coplay.models.model_cache import (
     BUILD_FORMAT,
     MANIFEST_FORMAT,
@@ -63,7 +63,6 @@ def test_catalogue_names_resolve_and_everything_else_passes_through(tmp_path):
     assert catalogue_entry("Qwen/Qwen3-8B") is None
     assert resolve_model_path(ModelConfig(name="Qwen/Qwen3-8B")) == "Qwen/Qwen3-8B"
     assert resolve_model_path(ModelConfig(name=str(tmp_path))) == str(tmp_path)
-    assert build_dtype("auto") == "float32" and build_dtype("bfloat16") == "bfloat16"
     assert entry_dir(catalogue_entry("smollm2-135m-instruct"), "bfloat16", tmp_path) == \
         tmp_path / "smollm2-135m-instruct-bfloat16"
 

@@ -52,6 +52,10 @@ class ModelConfig(Section):
     cache_dir: str | None = Field(
         None, description="where catalogue models are built; default $XDG_CACHE_HOME/coplay/models or "
                           "~/.cache/coplay/models")
+    cache_dtype: Literal["float32", "bfloat16"] = Field(
+        "float32", description="the dtype a catalogue model is built (stored) in; every loader casts it to "
+                               "the dtype it runs in (model.dtype, learner.bf16), so the learner and the "
+                               "engines share one folder")
     trust_remote_code: bool = False
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "auto"
     enable_thinking: bool = Field(

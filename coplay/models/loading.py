@@ -25,14 +25,8 @@ def resolve_model_path(cfg: ModelConfig) -> str:
     if entry is not None:
         from coplay.models.model_cache import prepare_entry
 
-        return str(prepare_entry(entry, build_dtype(cfg.dtype), cfg.cache_dir))
+        return str(prepare_entry(entry, cfg.cache_dtype, cfg.cache_dir))
     return cfg.name
-
-
-def build_dtype(name: str) -> str:
-    """The dtype a catalogue model is built in: as configured, `auto` -> float32 (the loaders cast it to
-    what they run in, so one float32 build serves every dtype without a second rounding)."""
-    return "float32" if name == "auto" else name
 
 
 def torch_dtype(name: str, device: str = "cpu") -> Any:

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 MANIFEST_NAME = "coplay-model.json"
 MANIFEST_FORMAT = "coplay-model/1"
 BUILD_FORMAT = 1  # bump when the build recipe changes, so older entries are rebuilt
-BUILD_DTYPES = ("float32", "bfloat16", "float16")
+BUILD_DTYPES = ("float32", "bfloat16")
 _LIBRARIES = ("transformers", "gguf", "torch")
 
 

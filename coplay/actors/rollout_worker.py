@@ -98,7 +98,7 @@ class RolloutWorkerImpl:
                  temperature: float, seed: int) -> list[list[BankCompletion]]:
         """Sample n completions per chat prompt with `adapter` (engine name or None): the skill bank's
         calls."""
-        from coplay.agent.prompts import fit_messages
+        from coplay.agent.prompts import PromptTooLong, encode, fit_messages
         from coplay.engines.base import parse_engine_name
 
         version = parse_engine_name(adapter)[1] if adapter else 0
@@ -107,7 +107,11 @@ class RolloutWorkerImpl:
         for i, messages in enumerate(prompts):
             # too long: the system turn (task, answer format) stays whole, the user turn's middle is cut
             budget = self.cfg.engine.max_model_len - max_tokens
-            _, ids, cut = fit_messages(self.engine.tokenizer, messages, budget)
+            try:
+                _, ids, cut = fit_messages(self.engine.tokenizer, messages, budget)
+            except PromptTooLong:  # the system turn alone is too long: its tail, counted like any cut
+                full = encode(self.engine.tokenizer, messages)
+                ids, cut = full[-budget:], len(full) - budget
             cuts.append(cut)
             requests += [GenerationRequest(ids, adapter, sampling, seed=seed + 1000 * i + j)
                          for j in range(n)]

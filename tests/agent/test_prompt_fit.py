@@ -104,3 +104,17 @@ def test_load_tokenizer_takes_enable_thinking_from_the_config(tiny_model_config)
 
     tok = load_tokenizer(tiny_model_config.with_values({"enable_thinking": True}))
     assert tok.coplay_enable_thinking is True
+
+
+def test_every_kind_of_trim_reaches_the_iteration_metrics():
+    from coplay.driver.metrics import iteration_record
+    from coplay.driver.records import CollectStats, IterationData
+    from coplay.types import BankUpdate, RolloutResult
+
+    results = [RolloutResult(b"", [], 1.0, counters={"steps": 10, "prompt_trim_history": 3,
+                                                      "prompt_trim_legal": 1, "prompt_too_long": 1}),
+               RolloutResult(b"", [], 2.0, counters={"steps": 5, "prompt_trim_history": 2})]
+    bank = BankUpdate(reports=[{"bank_key": "2048", "prompts_trimmed": 4}, {"bank_key": "x"}])
+    record = iteration_record(0, IterationData(0, [], [], {}), CollectStats.of(results, 3.0), bank, None, {},
+                              3.0, {})
+    assert record["prompt_trims"] == {"history": 5, "legal": 1, "too_long": 1, "bank": 4}

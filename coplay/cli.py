@@ -86,7 +86,8 @@ def _train(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from coplay.driver.demo import run_demo
 
-    return _guarded("coplay demo", lambda: run_demo(args.overrides), announce=False)  # it prints its own
+    return _guarded("coplay demo", lambda: run_demo(args.overrides, args.config),
+                    announce=False)  # it prints its own
 
 
 def _model_build_tiny(args: argparse.Namespace) -> int:
@@ -95,6 +96,47 @@ def _model_build_tiny(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config, args.overrides)
     print(build_tiny_model(cfg.model.tiny, force=args.force))
+    return 0
+
+
+def _model_list(args: argparse.Namespace) -> int:
+    from coplay.config import load_config
+    from coplay.models.model_cache import catalogue_rows
+
+    cfg = load_config(args.config, args.overrides)
+    print("tiny: the random-weight test model, built locally (model.tiny)")
+    for row in catalogue_rows(cfg.model.cache_dir):
+        print(f"{row['name']} [{row['dtype']}]: {row['state']}; wheel {row['wheel']}; {row['folder']}\n"
+              f"    {row['summary']}")
+    return 0
+
+
+def _model_prepare(args: argparse.Namespace) -> int:
+    from coplay.config import load_config
+    from coplay.models.catalogue import CATALOGUE, CatalogueError, catalogue_entry
+    from coplay.models.model_cache import prepare_entry, read_manifest
+
+    cfg = load_config(args.config, args.overrides)
+    if args.name == "tiny":
+        from coplay.models.tiny import build_tiny_model
+
+        print(build_tiny_model(cfg.model.tiny, force=args.force))
+        return 0
+    entry = catalogue_entry(args.name)
+    if entry is None:
+        print(f"coplay model prepare: unknown model {args.name!r}; expected tiny or one of "
+              f"{sorted(CATALOGUE)}", file=sys.stderr)
+        return 2
+    try:
+        folder = prepare_entry(entry, args.dtype or cfg.model.cache_dtype, cfg.model.cache_dir,
+                               force=args.force, verify=args.verify)
+    except CatalogueError as exc:
+        print(f"coplay model prepare: {exc}", file=sys.stderr)
+        return 2
+    manifest = read_manifest(folder)
+    print(f"{folder}\n  source {manifest['source']['file']} sha256 {manifest['source']['sha256'][:16]} "
+          f"({manifest['source']['distribution']}=={manifest['source']['version']}); dtype "
+          f"{manifest['dtype']}; built with {manifest['libraries']}")
     return 0
 
 
@@ -352,7 +394,21 @@ def build_parser() -> argparse.ArgumentParser:
     tiny.add_argument("--force", action="store_true", help="rebuild even when the cached model exists")
     _add_config_args(tiny)
     tiny.set_defaults(func=_model_build_tiny)
+    listing = model_sub.add_parser("list", help="the catalogue models and their state in the model cache")
+    _add_config_args(listing)
+    listing.set_defaults(func=_model_list)
+    prep = model_sub.add_parser("prepare", help="build (or check and reuse) a catalogue model in the model "
+                                "cache (model.cache_dir); prints its folder and manifest")
+    prep.add_argument("name", help="a catalogue name (coplay model list) or tiny")
+    prep.add_argument("--dtype", choices=["float32", "bfloat16"], default=None,
+                      help="build dtype (default: model.cache_dtype, float32)")
+    prep.add_argument("--force", action="store_true", help="rebuild even when the entry checks out")
+    prep.add_argument("--verify", action="store_true", help="also check every file's sha256")
+    _add_config_args(prep)
+    prep.set_defaults(func=_model_prepare)
     p = sub.add_parser("demo", help="the demo run (launch/configs/demo-2048.yaml): tiny model, 2048, CPU")
+    p.add_argument("--config", default=None,
+                   help="another demo config, e.g. launch/configs/demo-2048-smollm2.yaml (SmolLM2)")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. loop.iterations=5")
     p.set_defaults(func=_demo)
     return parser

@@ -137,3 +137,11 @@ def test_config_game_facts_agree_with_the_games_package():
     assert GAME_KEYS == coplay_envs.GAME_KEYS
     assert set(CoplayConfig().game) == set(coplay_envs.GAME_KEYS)
     assert set(CoplayConfig().skill_bank.segmentation.duration_prior) == set(coplay_envs.GAME_KEYS)
+
+
+def test_the_smollm2_demo_config_runs_the_demo_on_the_catalogue_model_with_top_layer_lora():
+    demo = load_config("launch/configs/demo-2048.yaml")
+    real = load_config("launch/configs/demo-2048-smollm2.yaml")
+    assert real.model.name == "smollm2-135m-instruct" and demo.model.name == "tiny"
+    assert {spec.top_layers for spec in real.adapters.values()} == {8}
+    assert real.games == demo.games and real.learner.backend == demo.learner.backend

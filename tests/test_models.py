@@ -85,6 +85,30 @@ def test_lora_specs_follow_config():
     assert cfg.r == 4 and cfg.lora_alpha == 8 and set(cfg.target_modules) == {"q_proj"}
 
 
+def test_lora_on_the_top_layers_only_is_placed_saved_and_reloaded_the_same(tiny_model_config, tmp_path):
+    import json
+
+    spec = LoraSpec(r=4, alpha=8, dropout=0.0, target_modules=["q_proj", "down_proj"], top_layers=1)
+    model, tok = load_base_model(tiny_model_config)
+    top = model.config.num_hidden_layers - 1
+    model = attach_adapters(model, {"act": spec}, names=("act",))
+    adapted = {n.split(".layers.")[1].split(".")[0] for n, _ in model.named_parameters() if "lora_" in n}
+    assert adapted == {str(top)}  # only the top layer carries LoRA weights
+    _randomize(model, "act", 3)
+    ids = torch.tensor([tok("ACTION: up\nboard 2 2 4 8")["input_ids"]])
+    act = _logits(model, ids, "act")
+    folder = save_adapter(model, "act", tmp_path / "act")
+    assert json.loads((folder / "adapter_config.json").read_text())["layers_to_transform"] == [top]
+    fresh, _ = load_base_model(tiny_model_config)
+    fresh = attach_adapters(fresh, {"act": spec}, names=("act",))
+    load_adapter(fresh, "act", folder)
+    assert torch.equal(_logits(fresh, ids, "act"), act)
+    deep = spec.with_values({"top_layers": 99})  # N beyond the model's depth: every layer
+    whole = attach_adapters(load_base_model(tiny_model_config)[0], {"act": deep}, names=("act",))
+    assert len({n.split(".layers.")[1].split(".")[0] for n, _ in whole.named_parameters() if "lora_" in n}) \
+        == top + 1
+
+
 def test_missing_local_model_is_a_clear_error():
     with pytest.raises(FileNotFoundError, match="name"):
         load_base_model(ModelConfig(name="no-such-model"))

@@ -98,16 +98,21 @@ class RolloutWorkerImpl:
                  temperature: float, seed: int) -> list[list[BankCompletion]]:
         """Sample n completions per chat prompt with `adapter` (engine name or None): the skill bank's
         calls."""
-        from coplay.agent.prompts import encode
+        from coplay.agent.prompts import PromptTooLong, encode, fit_messages
         from coplay.engines.base import parse_engine_name
 
         version = parse_engine_name(adapter)[1] if adapter else 0
         sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens)
-        requests = []
+        requests, cuts = [], []
         for i, messages in enumerate(prompts):
-            ids = encode(self.engine.tokenizer, messages)
+            # too long: the system turn (task, answer format) stays whole, the user turn's middle is cut
             budget = self.cfg.engine.max_model_len - max_tokens
-            ids = ids[-budget:] if len(ids) > budget else ids
+            try:
+                _, ids, cut = fit_messages(self.engine.tokenizer, messages, budget)
+            except PromptTooLong:  # the system turn alone is too long: its tail, counted like any cut
+                full = encode(self.engine.tokenizer, messages)
+                ids, cut = full[-budget:], len(full) - budget
+            cuts.append(cut)
             requests += [GenerationRequest(ids, adapter, sampling, seed=seed + 1000 * i + j)
                          for j in range(n)]
         outs = self.engine.generate(requests)
@@ -118,7 +123,7 @@ class RolloutWorkerImpl:
                 group.append(BankCompletion(text=out.text, prompt_ids=list(req.prompt_ids),
                                             completion_ids=list(out.token_ids), logprobs=list(out.logprobs),
                                             adapter_version=version, temperature=temperature,
-                                            finish_reason=out.finish_reason))
+                                            finish_reason=out.finish_reason, prompt_cut_tokens=cuts[i]))
             groups.append(group)
         return groups
 

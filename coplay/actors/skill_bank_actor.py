@@ -46,6 +46,7 @@ class SkillBankImpl:
         self.reports: list[dict[str, Any]] = []
         self.teacher: list[tuple[str, list[dict[str, str]], str]] = []
         self.delay_next_update_s = 0.0
+        self.prompts_trimmed = 0  # bank prompts of the current key cut to fit engine.max_model_len
 
     def submit(self, iteration: int, shard: bytes) -> int:
         """Queue one shard (msgpack bytes); raises `QueueFull` past `skill_bank.queue_size`."""
@@ -79,8 +80,10 @@ class SkillBankImpl:
             worker = self.workers[calls["n"] % worker_count]
             seed = self.cfg.seeds.run * 1_000_003 + iteration * 10_007 + calls["n"]
             calls["n"] += 1
-            return ray.get(worker.complete.remote(engine_names.get(adapter), prompts, n, max_tokens,
-                                                  temperature, seed))
+            groups = ray.get(worker.complete.remote(engine_names.get(adapter), prompts, n, max_tokens,
+                                                    temperature, seed))
+            self.prompts_trimmed += sum(1 for group in groups if group and group[0].prompt_cut_tokens)
+            return groups
 
         return FunctionCaller(generate, pass_max_tokens=True)
 
@@ -110,11 +113,13 @@ class SkillBankImpl:
         reports = []
         for key in sorted(by_key):
             bank = self._base_bank(key, base_versions)
+            self.prompts_trimmed = 0
             new_bank, new_samples, report = update_bank(bank, by_key[key], caller, self.cfg.skill_bank,
                                                         iteration, max_tokens=self.cfg.sampling.max_tokens)
             new_banks[key] = new_bank
             samples += new_samples
-            reports.append({**report, "skipped_trajectories": skipped})
+            reports.append({**report, "skipped_trajectories": skipped,
+                            "prompts_trimmed": self.prompts_trimmed})
         versions: dict[str, int] = {}
         for key, new_bank in new_banks.items():
             ray.get(self.store.publish_bank.remote(key, new_bank.version, new_bank.to_bytes(), iteration))

@@ -164,9 +164,11 @@ class DecisionAgent:
         step = Step(t=t, observation=observation, action="", reward=0.0, score=float(info.get("score", 0.0)),
                     skill_id=self.active, features_before=features)
         try:
-            _, ids = build_act_prompt(self.engine.tokenizer, self.seat.prompt_budget, self.game, self.rules,
-                                      observation, legal, skill_text, self.history[-self.seat.history_len:]
-                                      if self.seat.history_len else [])
+            _, ids, trims = build_act_prompt(
+                self.engine.tokenizer, self.seat.prompt_budget, self.game, self.rules, observation, legal,
+                skill_text, self.history[-self.seat.history_len:] if self.seat.history_len else [])
+            for trim in trims:  # the prompt was shortened to fit engine.max_model_len
+                self._count(f"prompt_trim_{trim}")
         except PromptTooLong as exc:
             self._count("prompt_too_long")
             step.parse_error = str(exc)

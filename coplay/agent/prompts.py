@@ -3,9 +3,12 @@
 An `act` prompt shows the game's rules in brief, the full observation, the legal actions, the active
 skill's protocol (if any), a bounded history of this seat's recent steps, and the answer format. A
 `retrieve` prompt shows the observation and the bank's top-k skills. Prompts go through the model's chat
-template; when a prompt would not fit the context, the history is shortened first, then the list of legal
+template (with `enable_thinking` as `model.enable_thinking` sets it: Qwen3's template reads it, others
+ignore it); when a prompt would not fit the context, the history is shortened first, then the list of legal
 actions, and a prompt that still does not fit raises `PromptTooLong` (the runner counts it and the game
-applies its fallback). No torch, no ray.
+applies its fallback). Each shortening is reported, so the runner counts it too. Other prompts (the skill
+bank's) are fitted by `fit_messages`: the system turn (rules, answer format) stays whole and the middle of
+the last user turn is cut. No torch, no ray.
 """
 
 from __future__ import annotations
@@ -84,18 +87,54 @@ def retrieve_messages(game: str, observation: str, skills_text: str) -> ChatMess
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
+def template_kwargs(tokenizer: Any) -> dict[str, Any]:
+    """Extra variables for the chat template: `enable_thinking` (default False) as `load_tokenizer` set it
+    from `model.enable_thinking`. Templates that do not use a variable ignore it."""
+    return {"enable_thinking": bool(getattr(tokenizer, "coplay_enable_thinking", False))}
+
+
 def encode(tokenizer: Any, messages: ChatMessages) -> list[int]:
     """Chat template -> token ids, with the assistant turn opened."""
-    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                        **template_kwargs(tokenizer))
     if isinstance(ids, dict) or hasattr(ids, "input_ids"):
         ids = ids["input_ids"]
     return list(ids)
 
 
+def fit_messages(tokenizer: Any, messages: ChatMessages, budget: int) -> tuple[ChatMessages, list[int], int]:
+    """(messages, ids, tokens cut): the prompt within `budget` tokens. The system turn stays whole (it holds
+    the task and the answer format); the middle of the last non-system turn is replaced by a marker, keeping
+    its head and its tail (which asks for the answer). `PromptTooLong` when even that cannot fit."""
+    ids = encode(tokenizer, messages)
+    if len(ids) <= budget:
+        return messages, ids, 0
+    index = max((i for i, m in enumerate(messages) if m["role"] != "system"), default=None)
+    if index is None:
+        raise PromptTooLong(f"a system-only prompt of {len(ids)} tokens exceeds the budget of {budget}")
+    content = tokenizer.encode(messages[index]["content"], add_special_tokens=False)
+    cut = len(ids) - budget
+    for _ in range(4):  # re-encoding after the cut can merge tokens differently: a few passes settle it
+        keep = len(content) - cut - 16  # room for the marker
+        if keep < 16:
+            break
+        head = keep // 3
+        text = (tokenizer.decode(content[:head]) + f"\n[... {cut} tokens cut ...]\n"
+                + tokenizer.decode(content[len(content) - (keep - head):]))
+        fitted = [*messages[:index], {**messages[index], "content": text}, *messages[index + 1:]]
+        fitted_ids = encode(tokenizer, fitted)
+        if len(fitted_ids) <= budget:
+            return fitted, fitted_ids, len(ids) - len(fitted_ids)
+        cut += len(fitted_ids) - budget
+    raise PromptTooLong(f"the prompt needs {len(ids)} tokens and its system turn alone does not leave room "
+                        f"for the rest within {budget}")
+
+
 def build_act_prompt(tokenizer: Any, budget: int, game: str, rules: str, observation: str,
                      legal_actions: list[str], skill_text: str | None,
-                     history: list[HistoryEntry]) -> tuple[ChatMessages, list[int]]:
-    """Messages and token ids of the `act` prompt within `budget` tokens (see module docstring)."""
+                     history: list[HistoryEntry]) -> tuple[ChatMessages, list[int], tuple[str, ...]]:
+    """Messages, token ids and the trims applied (`history`, `legal`: none when it fits) of the `act`
+    prompt within `budget` tokens (see module docstring)."""
     attempts: list[tuple[list[HistoryEntry], int | None]] = [(history, None)]
     attempts += [(history[-n:] if n else [], None) for n in range(len(history) - 1, -1, -1)]
     attempts += [([], limit) for limit in (64, 16, 4)]
@@ -103,7 +142,9 @@ def build_act_prompt(tokenizer: Any, budget: int, game: str, rules: str, observa
         messages = act_messages(game, rules, observation, legal_actions, skill_text, hist, limit)
         ids = encode(tokenizer, messages)
         if len(ids) <= budget:
-            return messages, ids
+            trims = (("history",) if len(hist) < len(history) else ()) + \
+                (("legal",) if limit is not None and limit < len(legal_actions) else ())
+            return messages, ids, trims
     raise PromptTooLong(f"{game}: the act prompt needs {len(ids)} tokens even without history and with "
                         f"4 legal actions shown; the budget is {budget} (engine.max_model_len - max_tokens)")
 

@@ -12,12 +12,16 @@ from coplay.config.base import ADAPTER_NAMES, DEFAULT_LORA_TARGETS, Section
 
 
 class LoraSpec(Section):
-    """One LoRA adapter's shape (PEFT `LoraConfig`)."""
+    """One LoRA adapter's shape and placement (PEFT `LoraConfig`): which projections (`target_modules`) of
+    which decoder layers (`top_layers`: the N layers nearest the output, PEFT `layers_to_transform`; None:
+    all). Fewer, higher layers train much faster on CPU: no gradient flows below the lowest adapted layer."""
 
     r: int = Field(16, ge=1, le=512)
     alpha: int = Field(32, ge=1)
     dropout: float = Field(0.05, ge=0.0, lt=1.0)
-    target_modules: list[str] = list(DEFAULT_LORA_TARGETS)
+    target_modules: list[str] = Field(list(DEFAULT_LORA_TARGETS), min_length=1)
+    top_layers: int | None = Field(
+        None, ge=1, description="adapt only the top N decoder layers (None, or N >= the model's layers: all)")
 
 
 class PerAdapter(Section):

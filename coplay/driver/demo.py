@@ -42,19 +42,20 @@ def score_plot(run_root: Path) -> Path:
     return out
 
 
-def run_demo(overrides: list[str] | None = None) -> Path:
-    """The demo run (`DEMO_CONFIG` plus dotted overrides), then its bank report, score plot and run report;
-    prints where everything is and returns the run folder."""
+def run_demo(overrides: list[str] | None = None, config: str | Path | None = None) -> Path:
+    """The demo run (`config`, default `DEMO_CONFIG`, plus dotted overrides), then its bank report, score
+    plot and run report; prints where everything is and returns the run folder."""
     from coplay.config import load_config
     from coplay.loop import train
     from coplay.report.bank import write_bank_report
     from coplay.report.html import write_report
 
-    if not DEMO_CONFIG.is_file():
-        raise FileNotFoundError(f"{DEMO_CONFIG}: the demo runs from a coplay checkout "
+    config = Path(config) if config else DEMO_CONFIG
+    if not config.is_file():
+        raise FileNotFoundError(f"{config}: the demo runs from a coplay checkout "
                                 f"(git clone, then make demo)")
     started = time.time()
-    run_root = Path(train(load_config(DEMO_CONFIG, overrides)))
+    run_root = Path(train(load_config(config, overrides)))
     bank_report = write_bank_report(run_root)
     plot = score_plot(run_root)
     report = write_report(run_root)

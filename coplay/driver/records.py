@@ -26,7 +26,8 @@ class IterationData:
     bank_samples: list[Sample] = field(default_factory=list)
 
 
-COUNTED = ("steps", "invalid_actions", "parse_errors", "model_calls", "env_ns")
+COUNTED = ("steps", "invalid_actions", "parse_errors", "model_calls", "env_ns", "prompt_trim_history",
+           "prompt_trim_legal", "prompt_too_long")
 
 
 @dataclass
@@ -41,6 +42,9 @@ class CollectStats:
     parse_errors: int = 0
     model_calls: int = 0
     env_ns: int = 0
+    prompt_trim_history: int = 0  # act prompts whose history was shortened to fit the context
+    prompt_trim_legal: int = 0  # act prompts showing only part of the legal actions
+    prompt_too_long: int = 0  # prompts that did not fit at all (the game's fallback action was played)
     sync_s: float = 0.0
     bank_wait_s: float = 0.0
     bank_s: float = 0.0

@@ -42,9 +42,12 @@ def _parts(example: Any) -> tuple[ChatMessages, str]:
 
 def tokenize_example(tokenizer: Any, messages: ChatMessages, completion: str) -> TokenizedExample:
     """Prompt ids (template with the assistant turn opened) and completion ids (text + end-of-turn marker)."""
-    prompt_text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    from coplay.agent.prompts import template_kwargs
+
+    extra = template_kwargs(tokenizer)  # the same template variables as the engines' prompts
+    prompt_text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **extra)
     full_text = tokenizer.apply_chat_template([*messages, {"role": "assistant", "content": completion}],
-                                              tokenize=False, add_generation_prompt=False)
+                                              tokenize=False, add_generation_prompt=False, **extra)
     if not full_text.startswith(prompt_text):
         raise ValueError("the chat template renders the assistant turn differently from the generation "
                          "prompt; cannot split prompt and completion tokens")

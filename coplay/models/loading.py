@@ -13,11 +13,19 @@ from coplay.config import ModelConfig
 
 
 def resolve_model_path(cfg: ModelConfig) -> str:
-    """`tiny` -> the built tiny model folder (built on first use); anything else is returned as given."""
+    """`tiny` -> the built tiny model folder; a catalogue name -> its folder in the model cache (each built
+    on first use); anything else (a hub id, a local folder) is returned as given."""
     if cfg.name == "tiny":
         from coplay.models.tiny import build_tiny_model
 
         return str(build_tiny_model(cfg.tiny))
+    from coplay.models.catalogue import catalogue_entry
+
+    entry = catalogue_entry(cfg.name)
+    if entry is not None:
+        from coplay.models.model_cache import prepare_entry
+
+        return str(prepare_entry(entry, cfg.cache_dtype, cfg.cache_dir))
     return cfg.name
 
 
@@ -40,6 +48,8 @@ def load_tokenizer(cfg: ModelConfig) -> Any:
                                               trust_remote_code=cfg.trust_remote_code)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    # read by coplay.agent.prompts.template_kwargs wherever this tokenizer renders a chat (engines, SFT)
+    tokenizer.coplay_enable_thinking = cfg.enable_thinking
     return tokenizer
 
 

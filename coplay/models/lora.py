@@ -12,12 +12,32 @@ from typing import Any
 from coplay.config import ADAPTER_NAMES, LoraSpec
 
 
-def peft_config(spec: LoraSpec) -> Any:
+def adapted_layers(spec: LoraSpec, num_layers: int) -> list[int] | None:
+    """The decoder layer indices `spec` adapts (the top `top_layers`), or None for all of them."""
+    if spec.top_layers is None or spec.top_layers >= num_layers:
+        return None
+    return list(range(num_layers - spec.top_layers, num_layers))
+
+
+def num_decoder_layers(model: Any) -> int:
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    return int(config.num_hidden_layers)
+
+
+def peft_config(spec: LoraSpec, num_layers: int | None = None) -> Any:
+    """The PEFT config of `spec` for a model of `num_layers` decoder layers (needed when `top_layers` is
+    set). The saved adapter_config.json carries `layers_to_transform`, so every loader (the learner, the
+    hf engine, a resumed run) rebuilds the same placement; vLLM reads the placement from which tensors the
+    bundle holds, which are exactly those layers'."""
     from peft import LoraConfig
 
+    layers = adapted_layers(spec, num_layers) if num_layers is not None else None
+    if spec.top_layers is not None and num_layers is None:
+        raise ValueError("LoRA top_layers needs the model's number of layers")
     return LoraConfig(
         r=spec.r, lora_alpha=spec.alpha, lora_dropout=spec.dropout,
         target_modules=list(spec.target_modules), bias="none", task_type="CAUSAL_LM",
+        layers_to_transform=layers,
     )
 
 
@@ -28,10 +48,11 @@ def attach_adapters(base: Any, specs: dict[str, LoraSpec], names: tuple[str, ...
     random); a trainer calls `.train()` itself."""
     from peft import get_peft_model
 
+    layers = num_decoder_layers(base)
     first, *rest = names
-    model = get_peft_model(base, peft_config(specs[first]), adapter_name=first)
+    model = get_peft_model(base, peft_config(specs[first], layers), adapter_name=first)
     for name in rest:
-        model.add_adapter(name, peft_config(specs[name]))
+        model.add_adapter(name, peft_config(specs[name], layers))
     model.set_adapter(first)
     model.eval()
     return model

@@ -41,6 +41,7 @@ class Completion:
     adapter_version: int = 0
     temperature: float = 1.0
     finish_reason: str = ""
+    prompt_cut_tokens: int = 0  # tokens cut from the prompt to fit the context (0: shown whole)
 
 
 GenerateFn = Callable[[str, list[ChatMessages], int], Sequence[Sequence["Completion | str"]]]

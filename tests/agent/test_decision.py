@@ -112,7 +112,7 @@ def test_samples_carry_the_exact_tokens_logprobs_versions_and_groups(tokenizer):
     assert act.logprobs == [scripted_logprob(t, i) for i, t in enumerate(expected_ids)]
     assert act.temperature == 1.0 and act.finish_reason == "stop" and act.completion_text == ACT_KEEP
     # the prompt is the one prompt builder's, with the active skill's protocol in it
-    _, ids = build_act_prompt(tokenizer, SEAT.prompt_budget, "2048", RULES, "board at step 0\nmax tile 8",
+    _, ids, _ = build_act_prompt(tokenizer, SEAT.prompt_budget, "2048", RULES, "board at step 0\nmax tile 8",
                               LEGAL, agent.skills.protocol_text("s1"), [])
     assert act.prompt_ids == ids
     assert "[s1] merge corner" in tokenizer.decode(act.prompt_ids)
@@ -123,7 +123,7 @@ def test_samples_carry_the_exact_tokens_logprobs_versions_and_groups(tokenizer):
     assert (step0.action, step0.intention, step0.skill_id, step0.parse_error) == (
         "left", "MERGE build the corner", "s1", "")
     # the second prompt shows the first step in its history
-    _, ids1 = build_act_prompt(tokenizer, SEAT.prompt_budget, "2048", RULES, "board at step 1\nmax tile 8",
+    _, ids1, _ = build_act_prompt(tokenizer, SEAT.prompt_budget, "2048", RULES, "board at step 1\nmax tile 8",
                                LEGAL, agent.skills.protocol_text("s1"),
                                [HistoryEntry(0, "MERGE build the corner", "left", 1.0)])
     assert samples1[0].prompt_ids == ids1

@@ -113,3 +113,31 @@ def test_concurrent_requests_are_batched_and_match_the_sync_results(vllm_engine,
     concurrent = asyncio.run(run_all())
     assert [c.token_ids for c in concurrent] == [c.token_ids for c in vllm_engine.generate(requests)]
     assert [c.request_id for c in concurrent] == [r.request_id for r in requests]
+
+
+def test_an_adapter_on_the_top_layer_only_serves_identically_in_vllm_and_hf(vllm_engine, hf_engine,
+                                                                             tiny_model_config, tmp_path,
+                                                                             prompts):
+    """LoRA placement (`top_layers`) travels in the bundle: vLLM serves only the layers the bundle has
+    tensors for, hf rebuilds `layers_to_transform` from its config; both give the learner's model."""
+    from coplay.artifacts import AdapterBundle
+    from coplay.config import LoraSpec
+    from coplay.models.lora import random_adapter_folder
+
+    spec = LoraSpec(r=8, alpha=16, dropout=0.0, top_layers=1)
+    bundle = AdapterBundle.read(random_adapter_folder(tiny_model_config, tmp_path / "top", 21, spec,
+                                                      name="segment", scale=0.3))
+    assert bundle.config["layers_to_transform"] == [1]
+    from safetensors import safe_open
+
+    with safe_open(tmp_path / "top" / "adapter_model.safetensors", "pt") as tensors:
+        assert all(".layers.1." in name for name in tensors.keys())
+    for engine in (vllm_engine, hf_engine):
+        engine.load_adapter("segment", 7, bundle.files, bundle.sha256)
+    greedy = SamplingParams(temperature=0.0, max_tokens=16)
+    requests = [GenerationRequest(p, a, greedy) for p in prompts[:3] for a in (None, "segment@v7")]
+    from_vllm, from_hf = vllm_engine.generate(requests), hf_engine.generate(requests)
+    for v, h in zip(from_vllm, from_hf, strict=True):
+        assert v.token_ids == h.token_ids
+        assert v.logprobs == pytest.approx(h.logprobs, abs=LOGPROB_TOL)
+    assert [c.token_ids for c in from_vllm[0::2]] != [c.token_ids for c in from_vllm[1::2]], "it must matter"

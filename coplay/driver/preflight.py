@@ -1,10 +1,11 @@
 """Checks of a run folder made before Ray starts, so a bad folder fails in a second with one line naming the
 file, not after the actors are up with a remote traceback.
 
-`verify_run_folder(run)` checks every artifact against its manifest (`coplay.artifacts.manifest`: adapter
-files, bank JSON and its sha256, then parses the bank) and reports a torn last line of `metrics.jsonl`.
-`resume_point(run, cfg)` adds the checkpoint `--resume` continues from (its `state.json` parsed and every
-file it lists checked against its sha256) and decides what the resumed run does:
+`verify_artifacts(run)` checks every artifact against its manifest (`coplay.artifacts.manifest`: adapter
+files and safetensors headers, bank JSON and its sha256, then parses the bank); `metrics_warnings` reports a
+torn last line of `metrics.jsonl`. `resume_point(run, cfg)` reads the checkpoint `--resume` continues from
+(its `state.json` parsed and every file it lists checked against its sha256), removes versions published
+after it (`drop_versions_after`), runs those checks and decides what the resumed run does:
 - no complete checkpoint yet (stopped during the cold start or the first iterations): start the run over in
   the same folder (`restart_in_place` clears what the stopped attempt wrote);
 - a checkpoint after the last configured iteration with its last learner step done: nothing to do
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coplay.artifacts import ArtifactError
-from coplay.artifacts.manifest import read_adapter_version, read_bank_version
+from coplay.artifacts.manifest import bank_manifest_path, read_adapter_version, read_bank_version
 from coplay.config import CoplayConfig
 from coplay.files import sha256_file
 from coplay.runs import RunDir, RunDirError
@@ -129,9 +130,8 @@ def read_checkpoint_state(ckpt: Path) -> dict:
     return state
 
 
-def verify_run_folder(run: RunDir) -> list[str]:
-    """Artifacts checked (raises on the first bad one); returns warnings (a torn last metrics line)."""
-    verify_artifacts(run)
+def metrics_warnings(run: RunDir) -> list[str]:
+    """A warning per problem of `metrics.jsonl` that a run can continue past (a torn last line)."""
     torn = run.torn_metrics_tail()
     return [f"{run.metrics_path}: the last line is torn ({len(torn)} bytes, a write cut short); it is not "
             f"a record"] if torn else []
@@ -143,31 +143,67 @@ def _complete_checkpoints(run: RunDir) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name.removeprefix("step-")))
 
 
+def drop_versions_after(run: RunDir, extra: dict) -> list[str]:
+    """Delete the adapter and bank versions a stopped attempt published after its last checkpoint (the
+    checkpoint's schedule names none of them; the resumed run publishes them again, and versions are never
+    overwritten). Like the shards of those iterations, they are played again. Returns what was removed."""
+    from coplay.driver.schedule import BankSchedule, VersionLedger
+
+    adapters = VersionLedger.from_json(extra["ledger"]).latest()
+    banks = BankSchedule.from_json(extra["banks"]).latest()
+    removed = []
+    for folder in sorted(run.root.glob("adapters/*/v*")):
+        version = folder.name[1:]
+        if folder.is_dir() and version.isdigit() and int(version) > adapters.get(folder.parent.name, -1):
+            shutil.rmtree(folder)
+            removed.append(str(folder.relative_to(run.root)))
+    for path in sorted(run.root.glob("banks/**/v*.json")):
+        if path.name.endswith(".manifest.json") or not path.stem[1:].isdigit():
+            continue
+        key = path.parent.relative_to(run.root / "banks").as_posix()
+        if int(path.stem[1:]) > banks.get(key, -1):
+            path.unlink()
+            bank_manifest_path(path).unlink(missing_ok=True)
+            removed.append(str(path.relative_to(run.root)))
+    return removed
+
+
 def resume_point(run: RunDir, cfg: CoplayConfig) -> ResumePoint:
-    """Where `coplay train --resume` continues (module docstring); the folder is verified first. A torn
-    last metrics line is reported, then moved aside (`RunDir.cut_torn_metrics_tail`) so appends stay whole."""
-    for warning in verify_run_folder(run):
-        print(f"coplay train: {warning}; moved to metrics.jsonl.torn", file=sys.stderr)
+    """Where `coplay train --resume` continues (module docstring). The checkpoint is read first; a finished
+    run stops there (nothing is changed); otherwise versions published after the checkpoint are removed,
+    the folder is verified, and a torn last metrics line is reported and moved aside
+    (`RunDir.cut_torn_metrics_tail`) so appends stay whole."""
     checkpoints = _complete_checkpoints(run)
-    if not checkpoints:
-        run.cut_torn_metrics_tail()
+    if not checkpoints:  # started over in place: what the stopped attempt wrote is cleared, not checked
+        _cut_torn(run)
         return ResumePoint(None)
     ckpt = checkpoints[-1]
     state = read_checkpoint_state(ckpt)
     extra = state.get("extra") or {}
-    if "iteration" not in extra or "learner_step" not in state:
-        raise ArtifactError(f"{ckpt / STATE_FILE}: no loop state (iteration, learner step)")
+    if not {"iteration", "ledger", "banks"} <= set(extra) or "learner_step" not in state:
+        raise ArtifactError(f"{ckpt / STATE_FILE}: no loop state (iteration, ledger, banks)")
     iteration, step = int(extra["iteration"]), int(state["learner_step"])
     last = cfg.loop.iterations
-    if iteration >= last and (cfg.loop.staleness == 0 or step >= iteration):
+    if iteration >= last and step >= iteration:
         raise RunFinished(f"{run.root} is finished: iteration {iteration} of loop.iterations={last} and "
                           f"learner step {step} are done; nothing to do (extend it with "
                           f"loop.iterations={iteration + 1} or more)")
     if iteration > last:
         raise RunDirError(f"{run.root}: its checkpoint is after iteration {iteration}, beyond "
                           f"loop.iterations={last}")
-    run.cut_torn_metrics_tail()
+    removed = drop_versions_after(run, extra)
+    if removed:
+        print(f"coplay train: removed {len(removed)} version(s) published after {ckpt.name} (they are made "
+              f"again): {', '.join(removed)}", file=sys.stderr)
+    verify_artifacts(run)
+    _cut_torn(run)
     return ResumePoint(ckpt, iteration, step)
+
+
+def _cut_torn(run: RunDir) -> None:
+    for warning in metrics_warnings(run):
+        print(f"coplay train: {warning}; moved to metrics.jsonl.torn", file=sys.stderr)
+    run.cut_torn_metrics_tail()
 
 
 def restart_in_place(run: RunDir) -> None:

@@ -127,3 +127,26 @@ def test_an_error_inside_a_ray_actor_reaches_the_user_as_one_line(ray_cluster, t
     assert "coplay train --resume" in str(stopped)
     assert "Traceback" in (run.root / "error.log").read_text()
     ray.kill(actor)
+
+
+def test_versions_published_after_the_checkpoint_are_removed_before_a_resume(finished, tmp_path, capsys):
+    """A driver killed after checkpoint k can leave versions of iteration k+1 behind (actors outlive it for
+    a moment), one of them half-written: the resume removes them before checking the folder."""
+    import json
+
+    from coplay.driver.preflight import resume_point
+
+    run = RunDir.open(_copy(finished, tmp_path))
+    for ckpt in run.root.glob("checkpoints/step-*"):
+        if ckpt.name != "step-1":  # the run as a driver killed after checkpoint 1 left it
+            shutil.rmtree(ckpt)
+    state = json.loads((run.checkpoint_dir(1) / "state.json").read_text())["extra"]
+    latest_act = max(int(v) for v in state["ledger"][max(state["ledger"], key=int)].values())
+    half = run.root / "banks" / "2048" / "v99.json"
+    half.write_text('{"skills": ')  # its manifest was never written
+    point = resume_point(run, load_config(run.config_path, ["loop.iterations=3"]))
+    assert point.checkpoint == run.checkpoint_dir(1)
+    err = capsys.readouterr().err
+    assert "published after step-1" in err and "banks/2048/v99.json" in err
+    assert not half.exists()
+    assert all(int(p.name[1:]) <= latest_act for p in run.root.glob("adapters/act/v*"))

@@ -162,7 +162,7 @@ def test_tiny_model_on_every_game(tmp_path, capsys, tiny_model_config):
 def test_eval_rates_the_players_in_the_league(tmp_path, capsys):
     out = _eval(["--policy", "expert", "--opponents", "random", "--games", "diplomacy",
                  "--episodes-per-seat", "2", "--max-steps", "12", "--out", str(tmp_path)], capsys)
-    (path,) = tmp_path.glob("expert-*.json")  # named by policy, games, opponents and seeds
+    (path,) = tmp_path.glob("expert_diplomacy_*.json")  # named by policy, games, opponents and seeds
     table = json.loads(path.read_text())["league"]["diplomacy"]
     assert list(table) == ["expert", "random"] and table["expert"]["games"] == 14
     assert "## diplomacy league (OpenSkill)" in out and "| expert |" in out

@@ -25,7 +25,7 @@ def _config_show(args: argparse.Namespace) -> int:
 def _console(cfg: CoplayConfig) -> None:
     """Progress bars per `logging.console`; vLLM, Ray, peft and DeepSpeed at WARNING unless
     `logging.verbose` (before any of them is imported)."""
-    from coplay import progress
+    from coplay.driver import progress
 
     progress.set_enabled(cfg.logging.console)
     progress.quiet_third_party(cfg.logging.verbose)
@@ -408,7 +408,8 @@ def build_parser() -> argparse.ArgumentParser:
     prep.set_defaults(func=_model_prepare)
     p = sub.add_parser("demo", help="the demo run (launch/configs/demo-2048.yaml): tiny model, 2048, CPU")
     p.add_argument("--config", default=None,
-                   help="another demo config, e.g. launch/configs/demo-2048-smollm2.yaml (SmolLM2)")
+                   help="another demo config, e.g. launch/configs/demo-2048-smollm2.yaml (SmolLM2); "
+                        "default: launch/configs/demo-2048.yaml")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. loop.iterations=5")
     p.set_defaults(func=_demo)
     return parser

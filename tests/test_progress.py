@@ -27,7 +27,7 @@ def test_play_and_eval_announce_their_episodes(tmp_path):
 
 
 def _vllm_level(verbose: bool) -> int:
-    code = ("import logging; from coplay.progress import quiet_third_party; "
+    code = ("import logging; from coplay.driver.progress import quiet_third_party; "
             f"quiet_third_party({verbose}); import vllm.logger; "
             "print(logging.getLogger('vllm').getEffectiveLevel())")
     env = {k: v for k, v in __import__("os").environ.items() if k != "VLLM_LOGGING_LEVEL"}

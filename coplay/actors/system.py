@@ -26,10 +26,10 @@ from coplay.actors.rollout_worker import RolloutWorker
 from coplay.actors.skill_bank_actor import SkillBankActor
 from coplay.artifacts import ArtifactError, RepublishPolicy
 from coplay.config import BANK_ADAPTERS, CoplayConfig
+from coplay.driver.progress import Phase, phase
 from coplay.driver.records import CollectStats, IterationData
 from coplay.driver.schedule import BankSchedule, VersionLedger
 from coplay.driver.spread import spread_plans
-from coplay.progress import Phase, phase
 from coplay.rollout.model_episodes import EpisodePlan
 from coplay.runs import RunDir
 from coplay.skills.schema import Bank

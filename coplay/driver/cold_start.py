@@ -11,9 +11,9 @@ from typing import Any
 
 from coplay.agent.openai_player import OpenAIEndpoint
 from coplay.config import ADAPTER_NAMES, CoplayConfig
+from coplay.driver.progress import phase
 from coplay.engines.base import SamplingParams
 from coplay.learn.teacher import ChatExample, bank_labels, expert_examples, openai_act_examples
-from coplay.progress import phase
 from coplay.rollout.bot_episodes import play_bot_episodes
 
 

@@ -9,8 +9,8 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from coplay import progress
 from coplay.config import LoggingConfig
+from coplay.driver import progress
 from coplay.driver.records import CollectStats, IterationData
 from coplay.eval.stats import summarize
 from coplay.runs import RunDir

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from coplay.config import CoplayConfig
+from coplay.driver.progress import phase
 from coplay.eval.policies import BOTS, Policy
 from coplay.eval.stats import summarize
-from coplay.progress import phase
 from coplay.rollout.bot_episodes import play_bot_episodes
 from coplay.types import Shard, Trajectory, write_shard
 

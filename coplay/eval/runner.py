@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from coplay.config import CoplayConfig, EvalConfig
+from coplay.driver.progress import phase
 from coplay.eval.protocol import eval_plans, evaluated, player_seat, summarize_eval
-from coplay.progress import phase
 from coplay.rollout.model_episodes import EpisodePlan, RunnerContext, play_episodes
 from coplay.types import Trajectory
 

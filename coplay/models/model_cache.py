@@ -184,9 +184,10 @@ def convert_gguf(source: Path, dtype: str, out: Path) -> None:
 
     if _version("gguf") is None:
         raise CatalogueError(f"reading {source.name} needs the `gguf` package: pip install gguf")
-    tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+    # a local GGUF file of a catalogue entry: weights and tokenizer only, never code shipped with a model
+    tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name, trust_remote_code=False)
     model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name,
-                                                 dtype=getattr(torch, dtype))
+                                                 dtype=getattr(torch, dtype), trust_remote_code=False)
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config

@@ -27,7 +27,8 @@ TINY_CONFIGS = [CONFIGS / f"tiny-{game}.yaml" for game in GAME_KEYS]
 SELFPLAY_CONFIGS = [CONFIGS / "diplomacy-selfplay.yaml", CONFIGS / "avalon-selfplay.yaml"]
 ALL_CONFIGS = GAME_CONFIGS + TINY_CONFIGS + SELFPLAY_CONFIGS
 # `coplay demo` and `python -m benchmarks.learning` (which extends the demo's): their own local Ray
-LOCAL_CONFIGS = [CONFIGS / "cpu-2048-learning.yaml", CONFIGS / "demo-2048.yaml"]
+LOCAL_CONFIGS = [CONFIGS / "cpu-2048-learning.yaml", CONFIGS / "demo-2048.yaml",
+                 CONFIGS / "demo-2048-smollm2.yaml"]
 
 
 def _load_train_module():

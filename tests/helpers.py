@@ -144,3 +144,33 @@ def assert_every_episode_once(cfg, run: RunDir) -> None:
     assert sorted(trained) == list(range(1, cfg.loop.iterations + 1))
     for k, episodes in trained.items():
         assert sorted(episodes) == sorted(planned_episodes(cfg, k)), f"learner step {k} trained {episodes}"
+
+
+# ------------------------------------------------------------------------------------------ sockets
+
+def listening_sockets(root_pid: int | None = None) -> list[tuple[int, str, str, int]]:
+    """(pid, process name, ip, port) of every listening inet socket of a process (default this one) and its
+    descendants: what a local run exposes."""
+    import psutil
+
+    root = psutil.Process(root_pid)
+    found = []
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            name = proc.name()
+            for conn in proc.net_connections(kind="inet"):
+                if conn.status == psutil.CONN_LISTEN:
+                    found.append((proc.pid, name, conn.laddr.ip, conn.laddr.port))
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def is_loopback(ip: str) -> bool:
+    """127.0.0.0/8, ::1, or an IPv4-mapped loopback address (a scope suffix `%lo` is ignored)."""
+    import ipaddress
+
+    address = ipaddress.ip_address(ip.split("%")[0])
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback

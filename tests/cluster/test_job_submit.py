@@ -7,7 +7,6 @@ started (by process group and pid), never other Ray instances on the machine, so
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import shutil
 import signal
@@ -22,6 +21,7 @@ import pytest
 import yaml
 
 from coplay.security import RAY_MULTI_NODE_ENV, assert_no_pickle_on_disk
+from tests.helpers import is_loopback
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -109,13 +109,6 @@ def ray_head():
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def _is_loopback(ip: str) -> bool:
-    address = ipaddress.ip_address(ip.split("%")[0])
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_loopback
-
-
 def test_the_one_machine_head_listens_on_loopback_only(ray_head):
     import psutil
 
@@ -128,7 +121,7 @@ def test_the_one_machine_head_listens_on_loopback_only(ray_head):
         except (psutil.NoSuchProcess, psutil.ZombieProcess):
             continue
     assert sockets, "the head's processes listen somewhere"
-    assert not [s for s in sockets if not _is_loopback(s[1].ip)], sockets
+    assert not [s for s in sockets if not is_loopback(s[1].ip)], sockets
 
 
 def test_the_job_api_refuses_a_client_without_the_token(ray_head):

@@ -6,36 +6,11 @@ estimate exceeds its budget is refused before any rank loads a model, with the o
 
 from __future__ import annotations
 
-import ipaddress
-
 import pytest
 
 from coplay.config import ClusterConfig, CoplayConfig
+from tests.helpers import is_loopback, listening_sockets
 from tests.learn.scenarios import batch
-
-
-def listening_sockets(root_pid: int | None = None) -> list[tuple[int, str, str, int]]:
-    """(pid, process name, ip, port) of every listening inet socket of a process and its descendants."""
-    import psutil
-
-    root = psutil.Process(root_pid)
-    found = []
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            name = proc.name()
-            for conn in proc.net_connections(kind="inet"):
-                if conn.status == psutil.CONN_LISTEN:
-                    found.append((proc.pid, name, conn.laddr.ip, conn.laddr.port))
-        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-            continue
-    return found
-
-
-def is_loopback(ip: str) -> bool:
-    address = ipaddress.ip_address(ip.split("%")[0])
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_loopback
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ One real local Ray start (about 10 s) is shared by the tests that need it.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import pickle
@@ -23,6 +22,7 @@ from coplay.security import (
     find_pickles,
     ray_init_kwargs,
 )
+from tests.helpers import is_loopback, listening_sockets
 
 # ------------------------------------------------------------------------------------------ ray.init
 
@@ -60,30 +60,6 @@ def test_the_loopback_pin_is_undone_exactly_when_a_cluster_is_used_next(before, 
     assert os.environ.get(RAY_MULTI_NODE_ENV) == before and ray_constants.ENABLE_RAY_CLUSTER is True
 
 
-def _listening_sockets_of_descendants() -> list[tuple[int, str, str, int]]:
-    """(pid, process name, ip, port) of every listening inet socket of this process and its descendants."""
-    import psutil
-
-    me = psutil.Process()
-    found = []
-    for proc in [me, *me.children(recursive=True)]:
-        try:
-            name = proc.name()
-            for conn in proc.net_connections(kind="inet"):
-                if conn.status == psutil.CONN_LISTEN:
-                    found.append((proc.pid, name, conn.laddr.ip, conn.laddr.port))
-        except (psutil.NoSuchProcess, psutil.ZombieProcess):
-            continue
-    return found
-
-
-def _is_loopback(ip: str) -> bool:
-    address = ipaddress.ip_address(ip.split("%")[0])
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_loopback
-
-
 @pytest.fixture(scope="module")
 def local_ray():
     import ray
@@ -106,10 +82,10 @@ def test_local_ray_binds_every_socket_to_loopback(local_ray):
         return ray.util.get_node_ip_address()
 
     assert ray.get(where.remote(), timeout=120) == LOOPBACK  # a worker exists and reports loopback
-    sockets = _listening_sockets_of_descendants()
+    sockets = listening_sockets()
     names = {name for _, name, _, _ in sockets}
     assert {"gcs_server", "raylet"} <= names, f"expected Ray's GCS and raylet among {sorted(names)}"
-    exposed = [s for s in sockets if not _is_loopback(s[2])]
+    exposed = [s for s in sockets if not is_loopback(s[2])]
     assert not exposed, f"sockets listening beyond loopback: {exposed}"
 
 

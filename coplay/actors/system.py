@@ -346,12 +346,32 @@ class System:
     def restore_artifacts(self, ledger: VersionLedger, banks: BankSchedule) -> None:
         """Adopt every adapter version the ledger names and every bank version the bank schedule names from
         the run folder into the (fresh) store (`coplay train --resume`), each checked against its manifest.
-        Versions the stopped run published after its checkpoint were removed before Ray started
-        (`coplay.driver.preflight.drop_versions_after`)."""
+        Versions the stopped run published after its checkpoint are removed first: the resumed run makes
+        them again (the same bytes with staleness 0), and a version is never overwritten."""
         adapters = sorted({(a, v) for versions in ledger.steps.values() for a, v in versions.items()})
         bank_versions = sorted({(key, v) for versions in banks.built.values() for key, v in versions.items()})
+        self._remove_versions_after(dict(adapters), dict(bank_versions))
         ray.get([self.store.restore_adapter.remote(a, v) for a, v in adapters])
         ray.get([self.store.restore_bank.remote(key, v) for key, v in bank_versions])
+
+    def _remove_versions_after(self, adapters: dict[str, int], banks: dict[str, int]) -> None:
+        """Delete adapter and bank versions newer than the newest the checkpoint names (as faults)."""
+        import shutil
+
+        from coplay.artifacts.manifest import bank_manifest_path
+
+        for folder in sorted(self.run.root.glob("adapters/*/v*")):
+            name, version = folder.parent.name, folder.name[1:]
+            if folder.is_dir() and version.isdigit() and int(version) > adapters.get(name, 0):
+                shutil.rmtree(folder)
+                self._fault("versions_after_checkpoint_removed", f"{name}@v{version}")
+        root = self.run.root / "banks"
+        for path in sorted(root.rglob("v*.json")) if root.is_dir() else []:
+            key, version = path.parent.relative_to(root).as_posix(), path.stem[1:]
+            if version.isdigit() and int(version) > banks.get(key, 0):
+                bank_manifest_path(path).unlink(missing_ok=True)
+                path.unlink()
+                self._fault("versions_after_checkpoint_removed", f"bank:{key}@v{version}")
 
     def seed_banks(self, trajectories: list[Trajectory]) -> dict[str, int]:
         return ray.get(self.bank.seed_banks.remote(trajectories, 0))

@@ -5,6 +5,7 @@
     adapters.py    LoRA shapes and the typed per-adapter mappings
     selfplay.py    line-ups of multi-seat games: seat schedule, full self-play, the league
     skill_bank.py  the skill-bank agent's sections (boundaries, segmentation, contracts, maintenance)
+    curriculum.py  skill-guided self-play: the proposer, the task gate, its rewards and routing
     loading.py     YAML files (`extends:`), dotted overrides that merge like YAML, `ConfigError`
     training.py    what a config must pass to train (`require_trainable`), not to evaluate or play
 
@@ -27,6 +28,7 @@ from coplay.config.base import (
     GAME_KEYS,
     Section,
 )
+from coplay.config.curriculum import CurriculumConfig
 from coplay.config.loading import ConfigError, apply_override, load_config, parse_override, read_yaml
 from coplay.config.selfplay import LeagueConfig, SelfPlayConfig
 from coplay.config.skill_bank import (
@@ -61,7 +63,8 @@ from coplay.config.tree import (
 __all__ = [
     "ADAPTER_NAMES", "BANK_ADAPTERS", "DECISION_ADAPTERS", "DEFAULT_LORA_TARGETS", "GAME_KEYS",
     "AdapterLearningRates", "AdapterMinBatches", "AdapterSpecs", "BoundaryConfig", "ClusterConfig",
-    "ConfigError", "ContractConfig", "CoplayConfig", "EndpointConfig", "EngineConfig", "EvalConfig",
+    "ConfigError", "ContractConfig", "CoplayConfig", "CurriculumConfig",
+    "EndpointConfig", "EngineConfig", "EvalConfig",
     "GameConfig", "LeagueConfig", "LearnerConfig", "LoggingConfig", "LoopConfig", "LoraSpec",
     "MaintenanceConfig", "MaxTokens", "ModelConfig", "OpponentPoolConfig", "PerAdapter", "RolloutConfig",
     "RunConfig", "SamplingConfig", "Section", "SeedRange", "SeedsConfig", "SegmentationConfig",

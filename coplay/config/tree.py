@@ -20,6 +20,7 @@ from coplay.config.adapters import (
     MaxTokens,
 )
 from coplay.config.base import ADAPTER_NAMES, GAME_KEYS, Section
+from coplay.config.curriculum import CurriculumConfig
 from coplay.config.selfplay import SelfPlayConfig
 from coplay.config.skill_bank import SkillBankConfig
 
@@ -360,6 +361,7 @@ class CoplayConfig(Section):
     seeds: SeedsConfig = SeedsConfig()
     rollout: RolloutConfig = RolloutConfig()
     skill_bank: SkillBankConfig = SkillBankConfig()
+    curriculum: CurriculumConfig = CurriculumConfig()
     learner: LearnerConfig = LearnerConfig()
     sft: SftConfig = SftConfig()
     loop: LoopConfig = LoopConfig()

@@ -18,6 +18,7 @@ from typing import Any
 
 from coplay.runs import RunDir
 from coplay.skills.expressions import Expression, parse_expression
+from coplay.skills.tasking import TaskSpec
 
 BANK_SCHEMA_VERSION = 1
 _VERSION_FILE = re.compile(r"^v(\d+)\.json$")
@@ -107,6 +108,7 @@ class Skill:
     tags: dict[str, int] = field(default_factory=dict)
     evidence: list[Instance] = field(default_factory=list)
     protocol_source: str = "deterministic"  # or "contract@<sample id>"
+    tasking: TaskSpec = field(default_factory=TaskSpec)  # what the proposer needs (docs/curriculum.md)
 
     def expression(self, which: str) -> Expression:
         """`preconditions`, `success` or `abort` parsed (they were validated when stored)."""
@@ -115,6 +117,7 @@ class Skill:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["contract"] = self.contract.to_json()
+        data["tasking"] = self.tasking.to_json()
         return data
 
     @classmethod
@@ -123,6 +126,7 @@ class Skill:
         fields["contract"] = Contract.from_json(data["contract"])
         fields["stats"] = SkillStats(**data.get("stats", {}))
         fields["evidence"] = [Instance(**e) for e in data.get("evidence", [])]
+        fields["tasking"] = TaskSpec.from_json(data.get("tasking"))
         skill = cls(**fields)
         for which in ("preconditions", "success", "abort"):
             skill.expression(which)

@@ -1,0 +1,50 @@
+"""`curriculum`: skill-guided self-play (docs/curriculum.md). A proposer (the `propose` adapter) writes tasks
+on single-player games, a gate keeps the valid ones, and the solver (`act`) trains on them. Off by default:
+a run without it builds, trains and serves no `propose` adapter. Imports only pydantic.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from coplay.config.base import Section
+
+
+class CurriculumConfig(Section):
+    """The proposer, the gate, the rewards and the routing of skill-guided self-play."""
+
+    enabled: bool = Field(False, description="train a proposer (`propose`) and mix its valid tasks into the "
+                                             "rollouts; off: no sixth adapter anywhere")
+    proposals: int = Field(4, ge=1, description="G: proposer samples per routed skill prompt (its group)")
+    prompts: int = Field(2, ge=1, description="routed skill prompts per game per iteration")
+    attempts: int = Field(4, ge=1, description="K: solver attempts per valid task (their group); p = "
+                                               "successes / K")
+    max_bound: int = Field(50, ge=1, description="largest step bound a task may set")
+    reference: Literal["expert", "solver"] = Field(
+        "expert", description="who must reach a task's contract once within the bound for it to be valid: "
+                              "the game's expert bot, or one of the K solver attempts")
+    reference_attempts: int = Field(1, ge=1, description="expert-bot runs (different bot seeds) per task")
+    reject_trivial: bool = Field(
+        True, description="reject a task whose contract already holds at its start position")
+    mix_share: float = Field(0.25, ge=0.0, le=1.0,
+                             description="share of each iteration's solver episodes that start from valid "
+                                         "tasks (the rest are ordinary rollouts)")
+    exploration_share: float = Field(
+        0.2, ge=0.0, le=1.0, description="share of proposer prompts with no skill (the exploration stream)")
+    routing: Literal["statistics", "uniform"] = Field(
+        "statistics", description="statistics: prefer skills whose solver success is near 0.5; uniform: any "
+                                  "skill alike (an ablation)")
+    unguided: bool = Field(False, description="ablation: prompts name no skill at all; the gate filters only")
+    game_reward_scale: float = Field(
+        0.0, ge=0.0, description="solver reward = contract satisfied (0/1) + this x the game reward of the "
+                                 "attempt")
+    retire_success: float = Field(0.95, gt=0.0, le=1.0,
+                                  description="a skill whose solver success reaches this ...")
+    retire_after: int = Field(8, ge=1, description="... over at least this many solver attempts is no longer "
+                                                   "routed (saturated)")
+    freeze: list[Literal["bank", "propose", "act"]] = Field(
+        [], description="ablations: keep the bank, the proposer or the solver fixed")
+    seed: int = Field(0, description="seed of routing and task start positions")
+

@@ -1,0 +1,81 @@
+"""The validity gate on the real 2048 env with its real expert bot: what earns the proposer nothing, and
+why, is counted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from coplay.curriculum.gate import Gate, play
+from coplay.curriculum.rewards import proposer_reward
+from coplay.curriculum.task import Task
+from coplay.skills.expressions import parse_expression
+
+EASY_BOARD = [[2, 2, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]]
+
+
+def answer(**over: object) -> str:
+    data = {"position": {"board": EASY_BOARD}, "goal": "make a 4", "contract": "max_tile >= 4", "bound": 3}
+    data.update(over)
+    return "Here is my task:\n```json\n" + json.dumps(data) + "\n```"
+
+
+@pytest.fixture
+def gate() -> Gate:
+    return Gate("2048", max_bound=20)
+
+
+def test_a_reachable_task_is_valid_and_the_expert_reaches_it(gate: Gate) -> None:
+    verdict = gate.check_answer(answer(), seed=3)
+    assert verdict.valid, verdict.detail
+    assert verdict.reference is not None and verdict.reference.satisfied and verdict.reference.steps >= 1
+    assert verdict.start_state is not None and verdict.start_state["board"] == EASY_BOARD
+    assert gate.counts["valid"] == 1
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("I would like the solver to get 2048, good luck!", "unparseable"),
+    ('{"goal": "x", "contract": "max_tile >= 4"', "unparseable"),
+    (answer(bound=0), "schema"),
+    (answer(bound=999), "schema"),
+    (answer(extra=1), "schema"),
+    (answer(position={"board": [[3, 0, 0, 0]] * 4}), "illegal_position"),
+    (answer(position={"board": [[2, 0, 0]]}), "illegal_position"),
+    (answer(position={"colour": "red"}), "illegal_position"),
+    (answer(position={"board": [[2, 4, 2, 4], [4, 2, 4, 2]] * 2}), "illegal_position"),  # game over
+    (answer(contract="max_tile >= 4 and __import__('os')"), "contract"),
+    (answer(contract="highest_tile >= 4"), "contract"),
+    (answer(contract="max_tile >= 2"), "trivial"),
+    (answer(contract="max_tile >= 2048", goal="make 2048 in 5 moves", bound=5), "unreachable"),
+])
+def test_invalid_answers_earn_nothing_and_are_counted(gate: Gate, text: str, reason: str) -> None:
+    verdict = gate.check_answer(text, seed=1)
+    assert not verdict.valid
+    assert verdict.reason == reason, verdict.detail
+    assert proposer_reward(verdict.valid, 0.5) == 0.0
+    assert gate.counts[reason] == 1 and gate.counts["valid"] == 0
+
+
+def test_the_skill_validator_must_hold_at_the_start(gate: Gate) -> None:
+    verdict = gate.check_answer(answer(), validator="empty_cells <= 4")
+    assert (verdict.valid, verdict.reason) == (False, "validator")
+    assert gate.check_answer(answer(), validator="empty_cells >= 10").valid
+
+
+def test_solver_reference_needs_one_success_among_its_attempts() -> None:
+    gate = Gate("2048", max_bound=20, reference="solver")
+    task = Task("2048", {"board": EASY_BOARD}, "make a 4", "max_tile >= 4", 3)
+    start = gate.start_state(task)
+    contract = parse_expression(task.contract)
+    stuck = [play(gate.env, start, lambda obs, info: "up", contract, task.bound) for _ in range(2)]
+    assert not any(a.satisfied for a in stuck)  # "up" never merges two 2s side by side
+    assert gate.check(task, solver=stuck).reason == "unreachable"
+    merging = play(gate.env, start, lambda obs, info: "left", contract, task.bound)
+    assert merging.satisfied and merging.steps == 1 and merging.game_reward == 4.0
+    assert gate.check(task, solver=[*stuck, merging]).valid
+
+
+def test_multi_seat_games_are_refused() -> None:
+    with pytest.raises(ValueError, match="single-player"):
+        Gate("avalon")

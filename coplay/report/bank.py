@@ -64,6 +64,8 @@ def show_bank(run_dir: str | Path | RunDir, game: str | None = None, version: in
                           skill.success, str(st.uses), f"{st.pass_rate:.0%}", f"{st.mean_duration:.1f}",
                           str(st.last_used), str(skill.version))
         console.print(table)
+        for skill in (s for s in bank.skills.values() if s.tasking.usage.proposed):
+            console.print(f"curriculum tasks of {skill.id}: {skill.tasking.summary()}", markup=False)
         if bank.operations:
             console.print("operations: " + "; ".join(
                 f"{op['op']} {op['targets'] or op['new']} -> {op['verdict']}"
@@ -109,6 +111,7 @@ def _skill_html(bank: Bank) -> str:
             f"n={skill.contract.n}; support {e(str(skill.contract.support))}</li>"
             f"<li>stats: {st.uses} uses, pass {st.pass_rate:.0%}, reward {st.mean_reward:.3g}, "
             f"{st.mean_duration:.1f} steps, last used it{st.last_used}; tags {e(str(skill.tags))}</li>"
+            f"<li>curriculum tasks: {e(skill.tasking.summary())}</li>"
             f"<li>version {skill.version}; lineage: {e(lineage)}</li></ul></details>")
     return "\n".join(rows) or "<p>(no skills)</p>"
 

@@ -57,6 +57,14 @@ class TaskSpec:
     validator: str = ""
     usage: TaskUsage = field(default_factory=TaskUsage)
 
+    def summary(self) -> str:
+        """One line for the bank report: the usage statistics, the validator and the rules."""
+        u = self.usage
+        solved = "-" if u.solver_success is None else f"{u.solver_success:.0%}"
+        return (f"{u.proposed} proposed, {u.valid_share:.0%} valid, solver success {solved} over "
+                f"{u.attempts} attempts, last used it{u.last_used}; validator {self.validator or '(preconditions)'}; "
+                f"{len(self.examples)} examples; rules: {self.rules or '-'}")
+
     def add_example(self, task: Mapping[str, Any]) -> None:
         """Keep the newest `MAX_EXAMPLES` kept tasks (a prompt has room for a few)."""
         self.examples = [*self.examples, dict(task)][-MAX_EXAMPLES:]

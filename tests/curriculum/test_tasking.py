@@ -55,3 +55,17 @@ def test_only_the_newest_examples_are_kept() -> None:
         spec.add_example({"goal": str(i)})
     assert [e["goal"] for e in spec.examples] == [str(i) for i in range(3, MAX_EXAMPLES + 3)]
     assert TaskUsage().valid_share == 0.0
+
+
+def test_the_bank_report_shows_the_task_statistics(tmp_path) -> None:
+    from coplay.report.bank import bank_report_html, show_bank
+
+    s = skill()
+    s.tasking.usage.record(iteration=3, valid=True, outcomes=[True, False, False, False])
+    run = RunDir.create(tmp_path, "t", "x: 1\n")
+    save_bank(run, Bank("2048", version=1, skills={"s1": s, "s2": Skill.from_json({**skill().to_json(),
+                                                                                    "id": "s2"})}))
+    text = show_bank(run)
+    assert "curriculum tasks of s1: 1 proposed, 100% valid, solver success 25% over 4 attempts" in text
+    assert "curriculum tasks of s2" not in text  # never proposed: no line
+    assert "curriculum tasks: 1 proposed, 100% valid, solver success 25%" in bank_report_html(run)

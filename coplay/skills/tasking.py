@@ -62,7 +62,8 @@ class TaskSpec:
         u = self.usage
         solved = "-" if u.solver_success is None else f"{u.solver_success:.0%}"
         return (f"{u.proposed} proposed, {u.valid_share:.0%} valid, solver success {solved} over "
-                f"{u.attempts} attempts, last used it{u.last_used}; validator {self.validator or '(preconditions)'}; "
+                f"{u.attempts} attempts, last used it{u.last_used}; "
+                f"validator {self.validator or '(preconditions)'}; "
                 f"{len(self.examples)} examples; rules: {self.rules or '-'}")
 
     def add_example(self, task: Mapping[str, Any]) -> None:

@@ -36,7 +36,7 @@ def child(args: argparse.Namespace) -> None:
     """Time one backend in this process; rank 0 prints one JSON line."""
     import torch
 
-    from coplay.config import ADAPTER_NAMES, LearnerConfig, LoraSpec, ModelConfig, TinyModelConfig
+    from coplay.config import LearnerConfig, LoraSpec, ModelConfig, TinyModelConfig, active_adapters
     from coplay.learn.learner import Learner
     from coplay.types import Sample
 
@@ -44,12 +44,13 @@ def child(args: argparse.Namespace) -> None:
     model_cfg = ModelConfig(name=args.model, tiny=TinyModelConfig(cache_dir=args.cache))
     cfg = LearnerConfig(backend=backend, zero_stage=stage, lr=1e-5, micro_batch_size=args.micro_batch,
                         epochs=1)
-    specs = {a: LoraSpec(r=16, alpha=32, dropout=0.0) for a in ADAPTER_NAMES}
+    adapter_names = active_adapters(False)  # the five of a run without the curriculum
+    specs = {a: LoraSpec(r=16, alpha=32, dropout=0.0) for a in adapter_names}
     learner = Learner(model_cfg, specs, cfg)
     vocab = int(learner.policy.config.vocab_size)
     gen = torch.Generator().manual_seed(0)
     samples, adv = [], {}
-    for adapter in ADAPTER_NAMES:
+    for adapter in adapter_names:
         for i in range(args.batch):
             sid = f"{adapter}-{i}"
             completion = torch.randint(10, vocab, (args.completion_len,), generator=gen).tolist()

@@ -13,7 +13,7 @@ def test_defaults_round_trip_through_yaml(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text(cfg.to_yaml())
     assert load_config(path) == cfg
-    assert set(cfg.adapters) == {"act", "retrieve", "segment", "contract", "curator"}
+    assert set(cfg.adapters) == {"act", "retrieve", "segment", "contract", "curator", "propose"}
     assert cfg.adapters["act"].r == 16 and cfg.adapters["act"].alpha == 32
     assert cfg.adapters["act"].dropout == 0.05
     assert cfg.model.trust_remote_code is False
@@ -55,7 +55,7 @@ def test_unknown_yaml_key_is_rejected(tmp_path):
         ("games=[chess]", "chess"),
         ("learner.loss_agg=sum", "token-mean"),
         ("seeds.eval.start=10", "overlaps"),
-        ("learner.adapter_lr={propose: 1e-4}", "propose"),
+        ("learner.adapter_lr={planner: 1e-4}", "planner"),
         ("sft.adapter_min_batches={act: -1}", "greater than or equal to 0"),
         ("sft.adapter_min_batches={actor: 10}", "actor"),
         ("engine.backend=tgi", "vllm"),
@@ -80,11 +80,24 @@ def test_malformed_override_and_missing_file(tmp_path):
 
 def test_sft_min_batches_per_adapter_override_the_common_floor():
     cfg = load_config(overrides=["sft.min_batches_per_adapter=24", "sft.adapter_min_batches={contract: 150}"])
-    assert cfg.sft.min_batches() == {"act": 24, "retrieve": 24, "segment": 24, "contract": 150, "curator": 24}
+    assert cfg.sft.min_batches() == {"act": 24, "retrieve": 24, "segment": 24, "contract": 150, "curator": 24,
+                                     "propose": 24}
+
+
+def test_propose_is_a_known_adapter_but_active_only_with_the_curriculum():
+    cfg = CoplayConfig()
+    assert "propose" in cfg.adapters and cfg.sampling.max_tokens["propose"] == 256
+    assert cfg.learner.adapter_lr.get("propose", cfg.learner.lr) == cfg.learner.lr
+    assert cfg.curriculum.enabled is False
+    assert cfg.active_adapters == ("act", "retrieve", "segment", "contract", "curator")
+    on = load_config(overrides=["curriculum.enabled=true", "adapters.propose.r=8"])
+    assert on.active_adapters[-1] == "propose" and on.adapters["propose"].r == 8
+    from coplay.driver.serving import frozen_slots
+    assert frozen_slots(cfg) - frozen_slots(on) == 2  # its current and previous version are served too
 
 
 def test_per_adapter_mappings_reject_unknown_keys_naming_the_allowed_ones(tmp_path):
-    allowed = "act, contract, curator, retrieve, segment"
+    allowed = "act, contract, curator, propose, retrieve, segment"
     with pytest.raises(ConfigError, match=f"unknown key 'actt'; allowed here: {allowed}"):
         load_config(overrides=["sampling.max_tokens.actt=10"])
     path = tmp_path / "typo.yaml"

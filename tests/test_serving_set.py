@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from coplay.config import ADAPTER_NAMES, load_config
+from coplay.config import load_config
 from coplay.driver.plans import iteration_plans
 from coplay.driver.serving import frozen_opponents
 from tests.helpers import REPO
@@ -28,8 +28,8 @@ def test_a_pool_that_never_draws_frozen_serves_none():
 def test_self_play_frozen_versions_fit_the_lora_slots_newest_first_then_spread(max_loras):
     cfg = load_config(None, ["games=[avalon]", f"engine.max_loras={max_loras}"])
     frozen = frozen_opponents(cfg, list(range(1, 31)), 30)
-    assert 2 * len(ADAPTER_NAMES) + len(frozen) <= max_loras
-    assert len(frozen) == max_loras - 2 * len(ADAPTER_NAMES)
+    assert 2 * len(cfg.active_adapters) + len(frozen) <= max_loras
+    assert len(frozen) == max_loras - 2 * len(cfg.active_adapters)
     assert all(v < 30 for v in frozen) and frozen == sorted(set(frozen))
     if frozen:
         assert frozen[-1] == 29  # the newest earlier version is always there
@@ -45,8 +45,8 @@ def test_newer_versions_than_the_current_are_never_frozen_opponents():
 def test_the_selfplay_config_draws_only_served_versions():
     cfg = load_config(REPO / "launch" / "configs" / "avalon-selfplay.yaml")
     frozen = frozen_opponents(cfg, list(range(0, 40)), 39)
-    assert len(frozen) == cfg.engine.max_loras - 2 * len(ADAPTER_NAMES) > 0
-    versions = dict.fromkeys(ADAPTER_NAMES, 39)
+    assert len(frozen) == cfg.engine.max_loras - 2 * len(cfg.active_adapters) > 0
+    versions = dict.fromkeys(cfg.active_adapters, 39)
     plans = iteration_plans(cfg, 40, versions, frozen, 38)
     drawn = {int(p.seat.act.split("@v")[1]) for plan in plans for p in plan.players.values()
              if p.kind == "frozen"}

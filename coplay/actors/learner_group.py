@@ -93,7 +93,8 @@ class LearnerRankImpl:
         self.master = (master_addr, master_port)
         default_device()
         self.learner = Learner(self.cfg.model, self.cfg.adapters, self.cfg.learner,
-                               self.cfg.sampling.max_tokens, seed=self.cfg.seeds.run)
+                               self.cfg.sampling.max_tokens, seed=self.cfg.seeds.run,
+                               adapter_names=self.cfg.active_adapters)
         return self.place()
 
     def place(self) -> RankPlace:

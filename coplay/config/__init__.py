@@ -23,10 +23,12 @@ from coplay.config.adapters import (
 from coplay.config.base import (
     ADAPTER_NAMES,
     BANK_ADAPTERS,
+    CURRICULUM_ADAPTERS,
     DECISION_ADAPTERS,
     DEFAULT_LORA_TARGETS,
     GAME_KEYS,
     Section,
+    active_adapters,
 )
 from coplay.config.curriculum import CurriculumConfig
 from coplay.config.loading import ConfigError, apply_override, load_config, parse_override, read_yaml
@@ -61,7 +63,8 @@ from coplay.config.tree import (
 )
 
 __all__ = [
-    "ADAPTER_NAMES", "BANK_ADAPTERS", "DECISION_ADAPTERS", "DEFAULT_LORA_TARGETS", "GAME_KEYS",
+    "ADAPTER_NAMES", "BANK_ADAPTERS", "CURRICULUM_ADAPTERS", "DECISION_ADAPTERS", "DEFAULT_LORA_TARGETS",
+    "GAME_KEYS",
     "AdapterLearningRates", "AdapterMinBatches", "AdapterSpecs", "BoundaryConfig", "ClusterConfig",
     "ConfigError", "ContractConfig", "CoplayConfig", "CurriculumConfig",
     "EndpointConfig", "EngineConfig", "EvalConfig",
@@ -69,5 +72,5 @@ __all__ = [
     "MaintenanceConfig", "MaxTokens", "ModelConfig", "OpponentPoolConfig", "PerAdapter", "RolloutConfig",
     "RunConfig", "SamplingConfig", "Section", "SeedRange", "SeedsConfig", "SegmentationConfig",
     "SelfPlayConfig", "SftConfig", "SkillBankConfig", "TinyModelConfig", "apply_override", "load_config",
-    "parse_override", "read_yaml", "require_trainable",
+    "parse_override", "read_yaml", "require_trainable", "active_adapters",
 ]

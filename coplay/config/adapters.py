@@ -25,7 +25,7 @@ class LoraSpec(Section):
 
 
 class PerAdapter(Section):
-    """A value per adapter (keys `act` ... `curator`; an unknown key is an error naming the allowed ones).
+    """A value per adapter (keys `act` ... `propose`; an unknown key is an error naming the allowed ones).
     Reads like a mapping: `m["act"]`, `m.get(a, default)` (default also where the value is unset),
     `m.items()`, `dict(m)`, `"act" in m`, iteration over the adapter names."""
 
@@ -69,6 +69,7 @@ class AdapterSpecs(PerAdapter):
     segment: LoraSpec = LoraSpec()
     contract: LoraSpec = LoraSpec()
     curator: LoraSpec = LoraSpec()
+    propose: LoraSpec = LoraSpec()
 
 
 class MaxTokens(PerAdapter):
@@ -79,6 +80,7 @@ class MaxTokens(PerAdapter):
     segment: int = Field(64, ge=1)
     contract: int = Field(256, ge=1)
     curator: int = Field(32, ge=1)
+    propose: int = Field(256, ge=1)
 
 
 class AdapterLearningRates(PerAdapter):
@@ -89,6 +91,7 @@ class AdapterLearningRates(PerAdapter):
     segment: float | None = Field(None, gt=0.0)
     contract: float | None = Field(None, gt=0.0)
     curator: float | None = Field(None, gt=0.0)
+    propose: float | None = Field(None, gt=0.0)
 
 
 class AdapterMinBatches(PerAdapter):
@@ -99,3 +102,4 @@ class AdapterMinBatches(PerAdapter):
     segment: int | None = Field(None, ge=0)
     contract: int | None = Field(None, ge=0)
     curator: int | None = Field(None, ge=0)
+    propose: int | None = Field(None, ge=0)

@@ -9,9 +9,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 GAME_KEYS = ("2048", "candy_crush", "tetris", "mario", "avalon", "diplomacy")
-ADAPTER_NAMES = ("act", "retrieve", "segment", "contract", "curator")
+ADAPTER_NAMES = ("act", "retrieve", "segment", "contract", "curator", "propose")
 DECISION_ADAPTERS = ("act", "retrieve")  # the decision agent's; the rest are the skill-bank agent's
 BANK_ADAPTERS = ("segment", "contract", "curator")
+CURRICULUM_ADAPTERS = ("propose",)  # built, trained and served only when `curriculum.enabled`
+
+
+def active_adapters(curriculum_enabled: bool) -> tuple[str, ...]:
+    """The adapters a run builds, trains and serves: every known one, less the proposer unless the
+    curriculum is on (a sixth LoRA costs every run memory, optimizer steps and engine slots)."""
+    return ADAPTER_NAMES if curriculum_enabled else tuple(a for a in ADAPTER_NAMES
+                                                          if a not in CURRICULUM_ADAPTERS)
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 

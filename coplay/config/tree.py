@@ -19,7 +19,7 @@ from coplay.config.adapters import (
     AdapterSpecs,
     MaxTokens,
 )
-from coplay.config.base import ADAPTER_NAMES, GAME_KEYS, Section
+from coplay.config.base import ADAPTER_NAMES, GAME_KEYS, Section, active_adapters
 from coplay.config.curriculum import CurriculumConfig
 from coplay.config.selfplay import SelfPlayConfig
 from coplay.config.skill_bank import SkillBankConfig
@@ -208,7 +208,7 @@ def _default_games() -> dict[str, GameConfig]:
 
 
 class LearnerConfig(Section):
-    """GRPO over the five adapters (docs/rewards.md)."""
+    """GRPO over the adapters (five; six with `curriculum.enabled`; docs/rewards.md)."""
 
     backend: Literal["deepspeed", "torch"] = "deepspeed"
     zero_stage: Literal[2, 3] = 2
@@ -394,6 +394,11 @@ class CoplayConfig(Section):
         if unknown:
             raise ValueError(f"unknown game key(s) {unknown}; expected some of {list(GAME_KEYS)}")
         return {**_default_games(), **value}
+
+    @property
+    def active_adapters(self) -> tuple[str, ...]:
+        """The adapters this run builds, trains and serves (`propose` only with `curriculum.enabled`)."""
+        return active_adapters(self.curriculum.enabled)
 
     def to_yaml(self) -> str:
         """The resolved config as YAML (what a run folder's `config.yaml` holds)."""

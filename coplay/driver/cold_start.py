@@ -55,7 +55,7 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
     import coplay_envs
 
     report: dict[str, Any] = {}
-    versions = system.publish_adapters(list(ADAPTER_NAMES), learner_step=0)
+    versions = system.publish_adapters(list(cfg.active_adapters), learner_step=0)
     seeds = teacher_seeds(cfg)
     with phase("cold start: expert episodes and seed banks"):
         expert = [t for game in cfg.games

@@ -13,12 +13,12 @@ Imports the game facts from `coplay_envs`; no ray, no torch.
 
 from __future__ import annotations
 
-from coplay.config import ADAPTER_NAMES, CoplayConfig
+from coplay.config import CoplayConfig
 
 
 def frozen_slots(cfg: CoplayConfig) -> int:
     """LoRA slots left for frozen versions after the current and previous version of every adapter."""
-    return max(0, cfg.engine.max_loras - 2 * len(ADAPTER_NAMES))
+    return max(0, cfg.engine.max_loras - 2 * len(cfg.active_adapters))
 
 
 def draws_frozen(cfg: CoplayConfig) -> bool:

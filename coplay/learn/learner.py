@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from coplay.config import ADAPTER_NAMES, LearnerConfig, LoraSpec, ModelConfig, SamplingConfig
+from coplay.config import LearnerConfig, LoraSpec, ModelConfig, SamplingConfig, active_adapters
 from coplay.learn.backends import DeepSpeedAdapterTrainer, TorchAdapterTrainer
 from coplay.learn.batching import (
     MicroBatch,
@@ -95,7 +95,7 @@ class Learner:
         cfg: LearnerConfig,
         max_tokens: dict[str, int] | None = None,
         seed: int = 0,
-        adapter_names: tuple[str, ...] = ADAPTER_NAMES,
+        adapter_names: tuple[str, ...] = active_adapters(False),  # cfg.active_adapters in a run
         deepspeed_overrides: dict[str, Any] | None = None,
     ):
         from coplay.models.loading import load_base_model, resolve_model_path

@@ -141,7 +141,8 @@ def estimate_memory(cfg: CoplayConfig, dims: ModelDims, world_size: int, on_gpu:
     bf16 = learner.bf16 if learner.bf16 is not None else on_gpu
     weight_bytes = 2 if bf16 else 4
     zero = learner.backend == "deepspeed"
-    lora = sum(dims.lora_parameters(spec.r, list(spec.target_modules)) for _, spec in cfg.adapters.items())
+    specs = [cfg.adapters[a] for a in cfg.active_adapters]
+    lora = sum(dims.lora_parameters(spec.r, list(spec.target_modules)) for spec in specs)
     shard = world_size if zero else 1
     lora_weights = lora * weight_bytes // (shard if zero and learner.zero_stage == 3 else 1)
     gradients = lora * weight_bytes // shard
@@ -150,7 +151,7 @@ def estimate_memory(cfg: CoplayConfig, dims: ModelDims, world_size: int, on_gpu:
         optimizer = 0
     seq = learner.max_seq_len or cfg.engine.max_model_len
     tokens = learner.micro_batch_size * seq
-    ranks = max(spec.r for _, spec in cfg.adapters.items()) * len(dims.projections())
+    ranks = max(spec.r for spec in specs) * len(dims.projections())
     per_layer = 4 * dims.hidden + 4 * dims.q_dim + 3 * dims.kv_dim + 4 * dims.intermediate + ranks
     layers = (dims.layers * dims.hidden + per_layer) if learner.gradient_checkpointing \
         else dims.layers * per_layer

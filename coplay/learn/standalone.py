@@ -47,7 +47,7 @@ def train_from_shards(shards: Path, out: Path, config: str | None, overrides: li
         print(exc, file=sys.stderr)
         return 2
     learner = Learner(cfg.model, cfg.adapters, cfg.learner, max_tokens=cfg.sampling.max_tokens,
-                      seed=cfg.seeds.run)
+                      seed=cfg.seeds.run, adapter_names=cfg.active_adapters)
     next_shard = 0
     if resume:
         ckpt = latest_checkpoint(out / "checkpoints")

@@ -1,4 +1,5 @@
-"""LoRA specs for the five adapters and their save/load as standard PEFT folders.
+"""LoRA specs for the adapters (five; `propose` too with the curriculum on) and their save/load as standard
+PEFT folders.
 
 One base model holds every adapter by name (`act`, `retrieve`, ...). A saved adapter is a folder with
 `adapter_model.safetensors` + `adapter_config.json` that vLLM's `LoRARequest` and `PeftModel` both load.
@@ -9,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from coplay.config import ADAPTER_NAMES, LoraSpec
+from coplay.config import LoraSpec, active_adapters
 
 
 def adapted_layers(spec: LoraSpec, num_layers: int) -> list[int] | None:
@@ -41,7 +42,8 @@ def peft_config(spec: LoraSpec, num_layers: int | None = None) -> Any:
     )
 
 
-def attach_adapters(base: Any, specs: dict[str, LoraSpec], names: tuple[str, ...] = ADAPTER_NAMES) -> Any:
+def attach_adapters(base: Any, specs: dict[str, LoraSpec],
+                    names: tuple[str, ...] = active_adapters(False)) -> Any:
     """Wrap `base` in a PeftModel holding one named adapter per entry of `names` (fresh: B = 0).
 
     Returned in eval mode (PEFT switches to train mode, which turns LoRA dropout on and makes logits

@@ -78,7 +78,7 @@ def reward_parts(data: RunData) -> str:
     return figure("chart-reward-parts",
                   charts.small_multiples("reward-parts", "mean reward per adapter", "iteration", panels),
                   "Mean reward of each adapter's samples per iteration (act: return-to-go at each step; "
-                  "retrieve, segment, contract, curator: docs/rewards.md).")
+                  "retrieve, segment, contract, curator, propose: docs/rewards.md).")
 
 
 def rates(data: RunData) -> str:

@@ -8,7 +8,7 @@ import pytest
 import torch
 from scenarios import batch, make_learner
 
-from coplay.config import ADAPTER_NAMES, CoplayConfig
+from coplay.config import CoplayConfig
 from coplay.learn.memory import (
     GIB,
     LearnerMemoryError,
@@ -34,11 +34,18 @@ def test_the_estimate_counts_exactly_the_parameters_of_the_real_model_and_its_fi
     dims = model_dims(cfg)
     base, _ = load_base_model(cfg.model)
     assert sum(p.numel() for p in base.parameters()) == dims.base_parameters()
-    policy = attach_adapters(base, dict(cfg.adapters.items()), ADAPTER_NAMES)
+    policy = attach_adapters(base, dict(cfg.adapters.items()), cfg.active_adapters)
     lora = sum(p.numel() for n, p in policy.named_parameters() if "lora_" in n)
-    assert lora == sum(dims.lora_parameters(s.r, list(s.target_modules)) for _, s in cfg.adapters.items())
     estimate = estimate_memory(cfg, dims, world_size=1, on_gpu=False)
+    assert estimate.lora_weights == 4 * lora  # float32 on CPU: the five adapters, no proposer
     assert estimate.base_weights == 4 * dims.base_parameters()  # float32 on CPU
+
+
+def test_the_proposer_counts_only_when_the_curriculum_is_on(cfg):
+    dims = model_dims(cfg)
+    on = cfg.model_copy(update={"curriculum": cfg.curriculum.model_copy(update={"enabled": True})})
+    off_lora = estimate_memory(cfg, dims, world_size=1, on_gpu=False).lora_weights
+    assert estimate_memory(on, dims, world_size=1, on_gpu=False).lora_weights == off_lora * 6 // 5
 
 
 def test_an_8b_model_on_2k_tokens_with_micro_batch_8_needs_checkpointing_on_an_80_gib_gpu(cfg):

@@ -94,21 +94,31 @@ class Gate:
             return self._reject(rejected.reason, rejected.detail, None)
         return self.check(task, validator=validator, solver=solver)
 
-    def check(self, task: Task, *, validator: str = "", solver: Sequence[Attempt] | None = None) -> Verdict:
-        """The verdict on `task`. With `reference="solver"`, `solver` holds the K attempts already played
-        (`play`); without them the task cannot be judged reachable and is rejected as `unreachable`."""
+    def precheck(self, task: Task, validator: str = "") -> Verdict:
+        """Every check but the reference (not counted): a valid verdict carries the start state. The solver
+        plays only tasks that pass it."""
         try:
             start = self.start_state(task)
             contract = self._parse(task.contract, "contract")
             check_start = self._parse(validator, "validator")
         except TaskRejected as rejected:
-            return self._reject(rejected.reason, rejected.detail, task)
+            return Verdict(False, rejected.reason, rejected.detail, task)
         _, info = self.env.reset(options={"state": start})
         if not check_start.holds(info["features"]):
-            return self._reject("validator", f"the skill's validator {validator!r} does not hold at the "
-                                             "start", task)
+            return Verdict(False, "validator", f"the skill's validator {validator!r} does not hold at the "
+                                               "start", task)
         if self.reject_trivial and contract.holds(info["features"]):
-            return self._reject("trivial", f"the contract {task.contract!r} already holds at the start", task)
+            return Verdict(False, "trivial", f"the contract {task.contract!r} already holds at the start",
+                           task)
+        return Verdict(True, None, "", task, start)
+
+    def check(self, task: Task, *, validator: str = "", solver: Sequence[Attempt] | None = None) -> Verdict:
+        """The verdict on `task`. With `reference="solver"`, `solver` holds the K attempts already played
+        (`play`); without them the task cannot be judged reachable and is rejected as `unreachable`."""
+        pre = self.precheck(task, validator)
+        if not pre.valid or pre.start_state is None:
+            return self._reject(pre.reason or "schema", pre.detail, task)
+        start, contract = pre.start_state, parse_expression(task.contract)
         reached = self._reference(task, start, contract, solver)
         if reached is None:
             return self._reject("unreachable", f"no {self.reference} reference reached {task.contract!r} "

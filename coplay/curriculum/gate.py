@@ -91,7 +91,7 @@ class Gate:
         try:
             task = parse_task(text, self.game, max_bound=self.max_bound, seed=seed, skill_id=skill_id)
         except TaskRejected as rejected:
-            return self._reject(rejected.reason, rejected.detail, None)
+            return self.reject(rejected.reason, rejected.detail, None)
         return self.check(task, validator=validator, solver=solver)
 
     def precheck(self, task: Task, validator: str = "") -> Verdict:
@@ -117,11 +117,11 @@ class Gate:
         (`play`); without them the task cannot be judged reachable and is rejected as `unreachable`."""
         pre = self.precheck(task, validator)
         if not pre.valid or pre.start_state is None:
-            return self._reject(pre.reason or "schema", pre.detail, task)
+            return self.reject(pre.reason or "schema", pre.detail, task)
         start, contract = pre.start_state, parse_expression(task.contract)
         reached = self._reference(task, start, contract, solver)
         if reached is None:
-            return self._reject("unreachable", f"no {self.reference} reference reached {task.contract!r} "
+            return self.reject("unreachable", f"no {self.reference} reference reached {task.contract!r} "
                                                f"within {task.bound} steps", task)
         self.counts["valid"] += 1
         return Verdict(True, None, "", task, start, reached)
@@ -165,6 +165,7 @@ class Gate:
                 return attempt
         return None
 
-    def _reject(self, reason: str, detail: str, task: Task | None) -> Verdict:
+    def reject(self, reason: str, detail: str, task: Task | None) -> Verdict:
+        """A counted rejection."""
         self.counts[reason] += 1
         return Verdict(False, reason, detail, task)

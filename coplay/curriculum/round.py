@@ -1,0 +1,172 @@
+"""One curriculum round on one single-player game (docs/curriculum.md): route prompts, let the proposer
+write G tasks per prompt, gate them, let the solver attempt each valid task K times, and reward both.
+
+Returns Samples ready for GRPO through the existing group path (`learn.advantages.sample_group_advantages`):
+the proposer's G samples of one prompt share a group id, the solver's `act` samples of the K attempts at one
+task share another (each step of an attempt carries that attempt's reward). The model is reached only
+through a `ModelCaller` (the rollout workers' engines in a run). No ray, torch or engines here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from coplay.agent.parsing import parse_act
+from coplay.agent.prompts import act_messages
+from coplay.config import CurriculumConfig
+from coplay.curriculum.gate import Attempt, Gate, Verdict
+from coplay.curriculum.prompts import proposer_messages, solver_goal
+from coplay.curriculum.rewards import proposer_reward, solver_reward, success_rate
+from coplay.curriculum.routing import Router
+from coplay.curriculum.task import Task, TaskRejected, parse_task
+from coplay.skills.caller import ModelCaller, call_adapter
+from coplay.skills.expressions import parse_expression
+from coplay.skills.schema import Skill
+from coplay.types import Sample
+
+HINT_CHARS = 400
+
+
+@dataclass
+class TaskOutcome:
+    """One proposed task: the gate's verdict, the solver's K attempts, p and the proposer's reward."""
+
+    verdict: Verdict
+    attempts: list[Attempt] = field(default_factory=list)
+    p: float = 0.0
+    reward: float = 0.0
+
+
+@dataclass
+class RoundResult:
+    """What a round produced: trainable Samples, the outcomes, counts by reason and summary metrics."""
+
+    samples: list[Sample]
+    outcomes: list[TaskOutcome]
+    counts: Counter[str]
+
+    def metrics(self) -> dict[str, Any]:
+        """valid_rate and mid_share (valid tasks with p in [0.25, 0.75], over all proposed), per the issue."""
+        n = len(self.outcomes)
+        valid = [o for o in self.outcomes if o.verdict.valid]
+        mid = [o for o in valid if 0.25 <= o.p <= 0.75]
+        return {"proposed": n, "valid_rate": len(valid) / n if n else 0.0,
+                "mid_share": len(mid) / n if n else 0.0,
+                "mean_proposer_reward": sum(o.reward for o in self.outcomes) / n if n else 0.0,
+                "rejected": {k: v for k, v in sorted(self.counts.items()) if k != "valid"}}
+
+
+def solve(caller: ModelCaller, gate: Gate, tasks: list[tuple[Task, dict[str, Any]]], attempts: int,
+          rules: str, max_tokens: int, group_prefix: str,
+          reward_scale: float = 0.0) -> tuple[list[list[Attempt]], list[list[Sample]]]:
+    """K attempts at each (task, start state), in lockstep: every step asks the caller once for all live
+    attempts. Returns per task its attempts and its solver `act` Samples (rewarded per attempt)."""
+    import coplay_envs
+
+    live: list[dict[str, Any]] = []
+    for t, (task, start) in enumerate(tasks):
+        for a in range(attempts):
+            env = coplay_envs.make_env(gate.game)
+            obs, info = env.reset(options={"state": dict(start)})
+            live.append({"task": t, "env": env, "obs": obs, "info": info, "steps": 0, "reward": 0.0,
+                         "done": False, "ok": False, "samples": [], "bound": task.bound,
+                         "contract": parse_expression(task.contract), "goal": solver_goal(task),
+                         "id": f"{group_prefix}/solve/{t}/{a}"})
+    while any(not s["done"] for s in live):
+        active = [s for s in live if not s["done"]]
+        prompts = [act_messages(gate.game, rules, s["obs"], s["info"]["legal_actions"], s["goal"], [])
+                   for s in active]
+        answers = caller.complete("act", prompts, 1, max_tokens)
+        for s, (sample,) in zip(active, answers, strict=True):
+            parsed = parse_act(sample.completion_text, s["info"]["legal_actions"])
+            s["obs"], reward, terminated, truncated, s["info"] = s["env"].step(parsed.action)
+            s["steps"] += 1
+            s["reward"] += float(reward)
+            sample.group_id, sample.sample_id = f"{group_prefix}/solve/{s['task']}", f"{s['id']}/{s['steps']}"
+            s["samples"].append(sample)
+            s["ok"] = s["contract"].holds(s["info"]["features"])
+            s["done"] = s["ok"] or terminated or truncated or s["steps"] >= s["bound"]
+    results: list[list[Attempt]] = [[] for _ in tasks]
+    samples: list[list[Sample]] = [[] for _ in tasks]
+    for s in live:
+        results[s["task"]].append(Attempt(s["ok"], s["steps"], s["reward"]))
+        for sample in s["samples"]:
+            sample.reward = solver_reward(s["ok"], s["reward"], reward_scale)
+            samples[s["task"]].append(sample)
+    return results, samples
+
+
+def _within_cap(checked: list[tuple[Sample, str | None, Verdict]], max_tasks: int | None) -> list[int]:
+    """Indices of the passing tasks the solver plays: whole groups, in order, while they fit the cap."""
+    by_group: dict[str, list[int]] = {}
+    for i, (sample, _, verdict) in enumerate(checked):
+        by_group.setdefault(sample.group_id, [])
+        if verdict.valid and verdict.task and verdict.start_state:
+            by_group[sample.group_id].append(i)
+    chosen: list[int] = []
+    for members in by_group.values():
+        if max_tasks is not None and len(chosen) + len(members) > max_tasks:
+            break
+        chosen += members
+    return chosen
+
+
+def run_round(caller: ModelCaller, gate: Gate, router: Router, skills: Mapping[str, Skill],
+              cfg: CurriculumConfig, iteration: int, rules: str, max_tokens: Mapping[str, int],
+              seed: int = 0, max_tasks: int | None = None) -> RoundResult:
+    """Route `cfg.prompts` prompts, sample `cfg.proposals` tasks per prompt, gate them, solve the valid
+    ones `cfg.attempts` times, and set every Sample's reward. Skill usage statistics are updated in place
+    (`Skill.tasking.usage`); tasks the solver neither always nor never solved become skill examples.
+    `max_tasks` caps the tasks the solver plays (the mix share), whole prompt groups at a time; a group
+    beyond the cap is not trained (its rewards would be unknown), its passing tasks counted `unplayed`."""
+    prefix = f"it{iteration}/curriculum/{gate.game}"
+    routed = ([None] * cfg.prompts if cfg.unguided
+              else router.pick({k: s.tasking.usage for k, s in skills.items()}, cfg.prompts, iteration))
+    _, info = gate.env.reset(seed=seed)
+    hint = json.dumps(info["state"], sort_keys=True)[:HINT_CHARS]
+    prompts = [proposer_messages(gate.game, rules, gate.features, skills[r] if r else None, cfg.max_bound,
+                                 hint) for r in routed]
+    groups = call_adapter(caller, "propose", prompts, cfg.proposals, max_tokens["propose"], prefix)
+    checked: list[tuple[Sample, str | None, Verdict]] = []
+    for skill_id, group in zip(routed, groups, strict=True):
+        validator = (skills[skill_id].tasking.validator or skills[skill_id].preconditions) if skill_id else ""
+        for sample in group:
+            try:
+                task = parse_task(sample.completion_text, gate.game, max_bound=cfg.max_bound, seed=seed,
+                                  skill_id=skill_id)
+            except TaskRejected as rejected:
+                checked.append((sample, skill_id, Verdict(False, rejected.reason, rejected.detail)))
+                continue
+            checked.append((sample, skill_id, gate.precheck(task, validator)))
+    played_idx = _within_cap(checked, max_tasks)
+    attempts, solver_samples = solve(caller, gate, [(checked[i][2].task, checked[i][2].start_state)
+                                                    for i in played_idx],  # type: ignore[misc]
+                                     cfg.attempts, rules, max_tokens["act"], prefix, cfg.game_reward_scale)
+    played = dict(zip(played_idx, zip(attempts, solver_samples, strict=True), strict=True))
+    outcomes: list[TaskOutcome] = []
+    trained: list[Sample] = []
+    unplayed_groups: set[str] = set()
+    for i, (sample, skill_id, pre) in enumerate(checked):
+        if pre.valid and i not in played:
+            gate.counts["unplayed"] += 1
+            unplayed_groups.add(sample.group_id)
+            continue
+        mine, steps = played.get(i, ([], []))
+        verdict = (gate.check(pre.task, solver=mine) if pre.valid and pre.task
+                   else gate.reject(pre.reason or "schema", pre.detail, pre.task))
+        p = success_rate([a.satisfied for a in mine]) if verdict.valid else 0.0
+        sample.reward = proposer_reward(verdict.valid, p)
+        outcomes.append(TaskOutcome(verdict, mine, p, sample.reward))
+        if verdict.valid:
+            trained += steps  # the solver learns only on valid tasks
+        if skill_id is not None:
+            spec = skills[skill_id].tasking
+            spec.usage.record(iteration, verdict.valid, [a.satisfied for a in mine] if verdict.valid else [])
+            if verdict.valid and verdict.task and 0.0 < p < 1.0:
+                spec.add_example(verdict.task.answer())
+    proposer_samples = [s for g in groups for s in g if s.group_id not in unplayed_groups]
+    return RoundResult(proposer_samples + trained, outcomes, Counter(gate.counts))

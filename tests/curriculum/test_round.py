@@ -26,7 +26,8 @@ TOKENS = {"propose": 256, "act": 32}
 
 def skill() -> Skill:
     return Skill(id="s1", name="merge", summary="merge equal tiles", plan=["slide"],
-                 preconditions="merges >= 1", success="max_tile >= 4", abort="legal_moves == 0", contract=Contract(add=["max_tile↑"]))
+                 preconditions="merges >= 1", success="max_tile >= 4", abort="legal_moves == 0",
+                 contract=Contract(add=["max_tile↑"]))
 
 
 def scripted() -> FunctionCaller:

@@ -19,6 +19,7 @@ from coplay.actors.connect import start_ray
 from coplay.actors.system import System
 from coplay.config import CoplayConfig, require_trainable
 from coplay.driver.batch import train_on
+from coplay.driver.curriculum import curriculum_samples
 from coplay.driver.evaluation import evaluate
 from coplay.driver.lineups import check_schedule
 from coplay.driver.metrics import MetricsLog, iteration_record
@@ -72,7 +73,7 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
                                                               bank.seconds)
             if k > 1:
                 state.banks.record(k - 1, bank.versions)
-            data.bank_samples = bank.samples  # the bank update over k-1 trains with iteration k
+            data.bank_samples = bank.samples + curriculum_samples(system, cfg, k, versions, bank_versions)
             state.keep(data)
             if s == 0:
                 trained = train_on(system, cfg, data, state.ledger)

@@ -80,7 +80,8 @@ class Gate:
         self.reference = reference
         self.reference_attempts = reference_attempts
         self.reject_trivial = reject_trivial
-        self.env = coplay_envs.make_env(game, **dict(env_kwargs or {}))
+        self.env_kwargs = dict(env_kwargs or {})
+        self.env = coplay_envs.make_env(game, **self.env_kwargs)
         self.counts: Counter[str] = Counter()
         _, info = self.env.reset(seed=0)
         self.features: tuple[str, ...] = tuple(info["features"])

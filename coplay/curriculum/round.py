@@ -70,7 +70,7 @@ def solve(caller: ModelCaller, gate: Gate, tasks: list[tuple[Task, dict[str, Any
     live: list[dict[str, Any]] = []
     for t, (task, start) in enumerate(tasks):
         for a in range(attempts):
-            env = coplay_envs.make_env(gate.game)
+            env = coplay_envs.make_env(gate.game, **gate.env_kwargs)
             obs, info = env.reset(options={"state": dict(start)})
             live.append({"task": t, "env": env, "obs": obs, "info": info, "steps": 0, "reward": 0.0,
                          "done": False, "ok": False, "samples": [], "bound": task.bound,

@@ -26,4 +26,4 @@ def test_one_iteration_with_the_curriculum(ray_cluster, tmp_path, tiny_model_con
     assert summary["proposed"] * summary["valid_rate"] + sum(summary["rejected"].values()) >= 4
     line = next(r for r in run.read_metrics() if r.get("iteration") == 1 and "train" in r)
     assert "propose" in line["versions"]  # the rollouts and the curriculum ran at a served propose version
-    assert (run.root / "curriculum" / "usage.json").is_file()
+    assert (run.root / "curriculum" / "tasking.json").is_file()

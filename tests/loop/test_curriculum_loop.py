@@ -14,8 +14,11 @@ from tests.helpers import DEMO_CONFIG, tiny_loop_overrides
 
 
 @pytest.mark.slow
-def test_one_iteration_with_the_curriculum(ray_cluster, tmp_path, tiny_model_config):
-    overrides = [*tiny_loop_overrides(str(tmp_path), tiny_model_config.tiny.cache_dir), "sft.enabled=false",
+@pytest.mark.parametrize("ablation", [[], ["curriculum.unguided=true", "curriculum.freeze=[bank, propose]",
+                                           "curriculum.exploration_share=0.0"]])
+def test_one_iteration_with_the_curriculum(ray_cluster, tmp_path, tiny_model_config, ablation):
+    overrides = [*ablation, *tiny_loop_overrides(str(tmp_path), tiny_model_config.tiny.cache_dir),
+                 "sft.enabled=false",
                  "loop.iterations=1", "loop.staleness=0", "rollout.start_states=1", "rollout.group_size=2",
                  "curriculum.enabled=true", "curriculum.prompts=2", "curriculum.proposals=2",
                  "curriculum.attempts=2", "sampling.max_tokens.propose=64"]
@@ -27,3 +30,4 @@ def test_one_iteration_with_the_curriculum(ray_cluster, tmp_path, tiny_model_con
     line = next(r for r in run.read_metrics() if r.get("iteration") == 1 and "train" in r)
     assert "propose" in line["versions"]  # the rollouts and the curriculum ran at a served propose version
     assert (run.root / "curriculum" / "tasking.json").is_file()
+    assert (run.root / "curriculum" / "frozen_banks.json").is_file() == bool(ablation)

@@ -79,3 +79,11 @@ def test_solver_reference_needs_one_success_among_its_attempts() -> None:
 def test_multi_seat_games_are_refused() -> None:
     with pytest.raises(ValueError, match="single-player"):
         Gate("avalon")
+
+
+def test_tetris_tasks_are_judged_on_the_real_env_and_expert() -> None:
+    gate = Gate("tetris")
+    assert gate.check(Task("tetris", {}, "clear a line", "lines_cleared >= 1", 10)).valid
+    assert gate.check(Task("tetris", {}, "x", "pieces_placed >= 3", 10)).reason == "contract"  # not a feature
+    verdict = gate.check(Task("tetris", {"board": "not a board"}, "x", "lines_cleared >= 1", 10))
+    assert verdict.reason == "illegal_position"

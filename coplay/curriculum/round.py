@@ -132,6 +132,7 @@ def run_round(caller: ModelCaller, gate: Gate, router: Router, skills: Mapping[s
                                  hint) for r in routed]
     groups = call_adapter(caller, "propose", prompts, cfg.proposals, max_tokens["propose"], prefix)
     checked: list[tuple[Sample, str | None, Verdict]] = []
+    expert = gate.reference == "expert"
     for skill_id, group in zip(routed, groups, strict=True):
         validator = (skills[skill_id].tasking.validator or skills[skill_id].preconditions) if skill_id else ""
         for sample in group:
@@ -141,7 +142,10 @@ def run_round(caller: ModelCaller, gate: Gate, router: Router, skills: Mapping[s
             except TaskRejected as rejected:
                 checked.append((sample, skill_id, Verdict(False, rejected.reason, rejected.detail)))
                 continue
-            checked.append((sample, skill_id, gate.precheck(task, validator)))
+            # the expert reference judges before the solver plays (no attempts wasted on impossible tasks);
+            # the solver reference can only judge after its attempts
+            checked.append((sample, skill_id, gate.check(task, validator=validator) if expert
+                            else gate.precheck(task, validator)))
     played_idx = _within_cap(checked, max_tasks)
     attempts, solver_samples = solve(caller, gate, [(checked[i][2].task, checked[i][2].start_state)
                                                     for i in played_idx],  # type: ignore[misc]
@@ -156,8 +160,12 @@ def run_round(caller: ModelCaller, gate: Gate, router: Router, skills: Mapping[s
             unplayed_groups.add(sample.group_id)
             continue
         mine, steps = played.get(i, ([], []))
-        verdict = (gate.check(pre.task, solver=mine) if pre.valid and pre.task
-                   else gate.reject(pre.reason or "schema", pre.detail, pre.task))
+        if expert and (pre.valid or pre.task is not None):  # judged (and counted) by gate.check already
+            verdict = pre
+        elif pre.valid and pre.task:
+            verdict = gate.check(pre.task, solver=mine)
+        else:
+            verdict = gate.reject(pre.reason or "schema", pre.detail, pre.task)
         p = success_rate([a.satisfied for a in mine]) if verdict.valid else 0.0
         sample.reward = proposer_reward(verdict.valid, p)
         outcomes.append(TaskOutcome(verdict, mine, p, sample.reward))

@@ -15,6 +15,7 @@ from pathlib import Path
 from coplay.files import write_bytes_atomic
 from coplay.runs import RunDir
 from coplay.skills.schema import Bank, BankError, bank_keys, bank_versions, load_bank
+from coplay.skills.tasking import apply_run_tasking
 
 COLUMNS = ("id", "name", "contract", "preconditions", "success", "uses", "use pass", "steps", "last it",
            "v")
@@ -49,7 +50,7 @@ def show_bank(run_dir: str | Path | RunDir, game: str | None = None, version: in
     run = _open(run_dir)
     console = Console(record=True, width=160, file=io.StringIO())
     for key in _keys_for(run, game):
-        bank = load_bank(run, key, version)
+        bank = apply_run_tasking(run.root, load_bank(run, key, version))  # with the curriculum's statistics
         m = bank.metrics
         table = Table(title=f"bank {key} v{bank.version} (iteration {bank.iteration}): "
                             f"{len(bank.skills)} skills; contracts on held-out segments: "
@@ -137,7 +138,7 @@ def bank_report_html(run_dir: str | Path | RunDir) -> str:
     sections = []
     for key in _keys_for(run, None):
         history = _history(run, key)
-        latest = history[-1]
+        latest = apply_run_tasking(run.root, history[-1])
         m = latest.metrics
         sections.append(
             f"<h2>{html.escape(key)} - v{latest.version}, {len(latest.skills)} skills</h2>"

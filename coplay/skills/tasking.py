@@ -7,8 +7,10 @@ before these fields existed still loads. Standard library + the expression langu
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from coplay.skills.expressions import parse_expression
@@ -81,3 +83,26 @@ class TaskSpec:
                    validator=str(data.get("validator", "")), usage=TaskUsage(**data.get("usage", {})))
         parse_expression(spec.validator)
         return spec
+
+
+def run_tasking(run_root: str | Path, bank_key: str) -> dict[str, TaskSpec]:
+    """The tasking records a run's curriculum kept for the skills of `bank_key`
+    (`curriculum/tasking.json`, docs/curriculum.md); {} without one. A file that does not parse is an error
+    naming it."""
+    path = Path(run_root) / "curriculum" / "tasking.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text()).get(bank_key, {})
+        return {sid: TaskSpec.from_json(spec) for sid, spec in data.items()}
+    except (ValueError, TypeError, AttributeError) as err:
+        raise ValueError(f"{path}: not a curriculum tasking file ({err})") from None
+
+
+def apply_run_tasking(run_root: str | Path, bank: Any) -> Any:
+    """`bank` with the run's curriculum tasking records over its skills' own (the report shows live
+    statistics: during a run the curriculum keeps them in the run folder, not in bank versions)."""
+    for sid, spec in run_tasking(run_root, bank.bank_key).items():
+        if sid in bank.skills:
+            bank.skills[sid].tasking = spec
+    return bank

@@ -69,3 +69,21 @@ def test_the_bank_report_shows_the_task_statistics(tmp_path) -> None:
     assert "curriculum tasks of s1: 1 proposed, 100% valid, solver success 25% over 4 attempts" in text
     assert "curriculum tasks of s2" not in text  # never proposed: no line
     assert "curriculum tasks: 1 proposed, 100% valid, solver success 25%" in bank_report_html(run)
+
+
+def test_the_bank_report_shows_the_runs_curriculum_statistics(tmp_path) -> None:
+    from coplay.report.bank import bank_report_html, show_bank
+
+    run = RunDir.create(tmp_path, "t", "x: 1\n")
+    save_bank(run, Bank("2048", version=1, skills={"s1": skill()}))
+    assert "curriculum tasks of s1" not in show_bank(run)
+    live = TaskSpec(usage=TaskUsage(proposed=4, valid=2, attempts=8, successes=6, last_used=3))
+    (run.root / "curriculum").mkdir()
+    (run.root / "curriculum" / "tasking.json").write_text(json.dumps({"2048": {"s1": live.to_json(),
+                                                                                "s9": live.to_json()}}))
+    text = show_bank(run)
+    assert "curriculum tasks of s1: 4 proposed, 50% valid, solver success 75% over 8 attempts" in text
+    assert "4 proposed, 50% valid" in bank_report_html(run)
+    (run.root / "curriculum" / "tasking.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not a curriculum tasking file"):
+        show_bank(run)

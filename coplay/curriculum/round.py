@@ -29,6 +29,7 @@ from coplay.skills.schema import Skill
 from coplay.types import Sample
 
 HINT_CHARS = 400
+EXPLORATION_SHOWN = 4
 
 
 @dataclass
@@ -54,10 +55,14 @@ class RoundResult:
         n = len(self.outcomes)
         valid = [o for o in self.outcomes if o.verdict.valid]
         mid = [o for o in valid if 0.25 <= o.p <= 0.75]
+        # exploration-stream tasks the solver solved sometimes: the candidates for new skills
+        explored = [o.verdict.task.answer() for o in valid
+                    if o.verdict.task is not None and o.verdict.task.skill_id is None and 0.0 < o.p < 1.0]
         return {"proposed": n, "valid_rate": len(valid) / n if n else 0.0,
                 "mid_share": len(mid) / n if n else 0.0,
                 "mean_proposer_reward": sum(o.reward for o in self.outcomes) / n if n else 0.0,
-                "rejected": {k: v for k, v in sorted(self.counts.items()) if k != "valid"}}
+                "rejected": {k: v for k, v in sorted(self.counts.items()) if k != "valid"},
+                "exploration_kept": explored[:EXPLORATION_SHOWN], "exploration_kept_count": len(explored)}
 
 
 def solve(caller: ModelCaller, gate: Gate, tasks: list[tuple[Task, dict[str, Any]]], attempts: int,

@@ -92,6 +92,7 @@ def test_tasks_beyond_the_mix_cap_are_not_played_nor_trained() -> None:
     result = run_round(scripted(), Gate("2048"), Router(exploration_share=1.0), {}, cfg, 2, "rules", TOKENS,
                        max_tasks=1)
     assert result.counts["unplayed"] >= 1
+    assert result.metrics()["exploration_kept"] == [EASY]  # p = 1/2 on the exploration stream
     assert {s.group_id for s in result.samples if s.adapter == "propose"} == {"it2/curriculum/2048/propose/0"}
 
 

@@ -19,6 +19,9 @@ def require_trainable(cfg: CoplayConfig) -> None:
     was drawn from, while the learner's log-probs are over the full distribution at the same temperature, so
     every GRPO ratio would be biased (by the truncated mass) from the first step on. Evaluation and play may
     use top_p < 1; training may not.
+
+    `curriculum.enabled` with only multi-seat games: tasks are written for single-player games, so the
+    proposer would be served and trained on nothing.
     """
     episodes = len(cfg.games) * cfg.rollout.start_states * cfg.rollout.group_size
     if cfg.rollout.workers > episodes:
@@ -33,3 +36,9 @@ def require_trainable(cfg: CoplayConfig) -> None:
             f"sampling.top_p={top_p}: training needs 1.0 (the engine's behaviour log-probs would be of the "
             f"top-p-truncated distribution, the learner's of the full one, biasing every GRPO ratio); "
             f"set sampling.top_p=1.0 (evaluation and play may use top_p < 1)")
+    single = [g for g in cfg.games if g not in ("avalon", "diplomacy")]
+    if cfg.curriculum.enabled and not single:
+        raise ConfigError(
+            f"curriculum.enabled=true with games={cfg.games}: curriculum tasks are written for the "
+            f"single-player games (2048, candy_crush, tetris, mario); add one, or set "
+            f"curriculum.enabled=false")

@@ -31,3 +31,4 @@ def test_solver_reward_is_the_contract_plus_the_scaled_game_reward() -> None:
     assert solver_reward(False, game_reward=8.0) == 0.0
     assert solver_reward(True, game_reward=8.0, scale=0.01) == pytest.approx(1.08)
     assert success_rate([]) == 0.0
+

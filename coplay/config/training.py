@@ -27,6 +27,10 @@ def require_trainable(cfg: CoplayConfig) -> None:
             f"({len(cfg.games)} game(s) x rollout.start_states={cfg.rollout.start_states} x "
             f"rollout.group_size={cfg.rollout.group_size}), so {cfg.rollout.workers - episodes} workers "
             f"would idle; raise rollout.start_states or rollout.group_size, or use fewer workers")
+    try:  # before Ray starts: a variant whose bank cannot be found never begins
+        cfg.ablation.final_bank_files(cfg.games)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     top_p = cfg.sampling.top_p
     if top_p < 1.0:
         raise ConfigError(

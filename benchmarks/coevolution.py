@@ -12,7 +12,7 @@ over iterations per variant, one panel per game). The JSON records the command, 
 seconds per run; run folders stay under `run.out_dir`.
 
     python -m benchmarks.coevolution --variants full,grpo_no_bank,sft_only --games 2048,tetris
-    python -m benchmarks.coevolution --quick     # tiny model, 1 iteration, 2 variants: a smoke in ~1 minute
+    python -m benchmarks.coevolution --quick     # tiny model, 2 iterations, 2 variants: a smoke in ~1 minute
 
 Config per game: `--config PATH` (with `games=[<game>]`), else launch/configs/coevolution-<game>.yaml; dotted
 overrides after the options apply to every run. `sft_final_bank` reads the bank of `--bank-from RUN_DIR`, or,
@@ -34,8 +34,8 @@ VARIANT_ORDER = ("full", "sft_only", "sft_first_bank", "sft_final_bank", "grpo_n
                  "base")
 QUICK_CONFIG = "launch/configs/tiny-2048.yaml"
 QUICK = ["sft.episodes_per_game=2", "sft.max_steps=6", "sft.max_examples_per_adapter=8", "sft.epochs=1",
-         "rollout.max_steps=3", "rollout.start_states=1", "rollout.group_size=2", "loop.iterations=1",
-         "eval.every=1", "eval.episodes=2", "loop.checkpoint_every=1", "logging.console=false",
+         "rollout.max_steps=3", "rollout.start_states=1", "rollout.group_size=2", "loop.iterations=2",
+         "eval.every=2", "eval.episodes=2", "loop.checkpoint_every=1", "logging.console=false",
          "skill_bank.group_size=2"]
 
 
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                                                        "launch/configs/coevolution-<game>.yaml)")
     parser.add_argument("--bank-from", default=None, help="sft_final_bank: a finished run folder")
     parser.add_argument("--out", default="benchmarks/results")
-    parser.add_argument("--quick", action="store_true", help="smoke: tiny model, 1 iteration, 2 variants")
+    parser.add_argument("--quick", action="store_true", help="smoke: tiny model, 2 iterations, 2 variants")
     parser.add_argument("overrides", nargs="*", help="dotted config overrides for every run")
     args = parser.parse_args(argv)
     import coplay_envs

@@ -19,6 +19,9 @@ def require_trainable(cfg: CoplayConfig) -> None:
     was drawn from, while the learner's log-probs are over the full distribution at the same temperature, so
     every GRPO ratio would be biased (by the truncated mass) from the first step on. Evaluation and play may
     use top_p < 1; training may not.
+
+    `ablation.variant=sft_final_bank`: `ablation.bank_from` must hold a bank of every game of the run (checked
+    here, before Ray starts, rather than when the cold start reaches for it).
     """
     episodes = len(cfg.games) * cfg.rollout.start_states * cfg.rollout.group_size
     if cfg.rollout.workers > episodes:

@@ -6,11 +6,13 @@
     selfplay.py    line-ups of multi-seat games: seat schedule, full self-play, the league
     skill_bank.py  the skill-bank agent's sections (boundaries, segmentation, contracts, maintenance)
     loading.py     YAML files (`extends:`), dotted overrides that merge like YAML, `ConfigError`
+    ablation.py    `ablation.variant`: which parts of co-evolution run (the paper's ablation)
     training.py    what a config must pass to train (`require_trainable`), not to evaluate or play
 
 Import from here (`from coplay.config import CoplayConfig, load_config`). Imports only pydantic and yaml.
 """
 
+from coplay.config.ablation import VARIANT_PARTS, AblationConfig, VariantParts
 from coplay.config.adapters import (
     AdapterLearningRates,
     AdapterMinBatches,
@@ -59,7 +61,8 @@ from coplay.config.tree import (
 )
 
 __all__ = [
-    "ADAPTER_NAMES", "BANK_ADAPTERS", "DECISION_ADAPTERS", "DEFAULT_LORA_TARGETS", "GAME_KEYS",
+    "ADAPTER_NAMES", "BANK_ADAPTERS", "VARIANT_PARTS", "AblationConfig", "VariantParts",
+    "DECISION_ADAPTERS", "DEFAULT_LORA_TARGETS", "GAME_KEYS",
     "AdapterLearningRates", "AdapterMinBatches", "AdapterSpecs", "BoundaryConfig", "ClusterConfig",
     "ConfigError", "ContractConfig", "CoplayConfig", "EndpointConfig", "EngineConfig", "EvalConfig",
     "GameConfig", "LeagueConfig", "LearnerConfig", "LoggingConfig", "LoopConfig", "LoraSpec",

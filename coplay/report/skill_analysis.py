@@ -1,5 +1,5 @@
 """Skill analysis: the figures COS-PLAY reports about a run's skills, computed once for the run report and
-`coplay bank report` (docs/skills-analysis.md says what each figure means).
+`coplay bank report` (docs/skill-analysis.md says what each figure means).
 
 Two sources, both already in the run folder; nothing new is recorded for it:
 - the bank versions `banks/<key>/v<n>.json`: each version's skills (with their `lineage`, `tags` counts and
@@ -380,7 +380,7 @@ def load_skill_analysis(run_dir: str | Path | RunDir, game: str | None = None,
                         banks: Mapping[str, Sequence[Bank]] | None = None) -> SkillAnalysis:
     """Read a run folder and analyse its banks (only those of `game`, a game or bank key, when given).
     `banks`: versions already read (the run report's), so they are not read twice. A bank version that
-    cannot be read is named in `problems`."""
+    cannot be read is named in `problems`; a `game` with no bank is a `BankError` naming the keys on disk."""
     run = run_dir if isinstance(run_dir, RunDir) else RunDir(Path(run_dir))
     problems: list[str] = []
     if banks is None:
@@ -393,7 +393,11 @@ def load_skill_analysis(run_dir: str | Path | RunDir, game: str | None = None,
                     problems.append(str(exc))
         banks = read
     if game is not None:
-        banks = {k: v for k, v in banks.items() if k == game or k.split("/", 1)[0] == game}
+        chosen = {k: v for k, v in banks.items() if k == game or k.split("/", 1)[0] == game}
+        if not chosen:
+            raise BankError(f"{run.root / 'banks'}: no banks for game {game!r}; "
+                            f"keys on disk: {sorted(banks)}")
+        banks = chosen
     keys = set(banks)
     episodes = [ep for ep in read_episodes(run, problems) if ep.key in keys]
     return analyse(banks, episodes, problems)

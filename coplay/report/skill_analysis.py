@@ -196,12 +196,13 @@ def episode_skills(traj: Trajectory) -> EpisodeSkills:
     uses: list[Use] = []
     current: Use | None = None
     for step in traj.steps:
-        if current is not None and step.skill_id != current.skill:
-            current.ended = "no skill" if step.skill_id is None else "changed"
+        skill = step.skill_id or None  # "" is no skill too
+        if current is not None and skill != current.skill:
+            current.ended = "no skill" if skill is None else "changed"
             current = None
-        if step.skill_id is not None:
+        if skill is not None:
             if current is None:
-                current = Use(step.skill_id, 0, "episode end")
+                current = Use(skill, 0, "episode end")
                 uses.append(current)
             current.steps += 1
             if step.skill_event in ENDING_EVENTS:

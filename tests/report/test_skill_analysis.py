@@ -195,3 +195,22 @@ def test_the_bank_page_shows_the_analysis_with_drawn_charts(lineage_run):
     assert "Skill analysis" in page and "absorbed by merges" in page
     assert "id='chart-skills-2048-count'" in page and "id='chart-skills-2048-tags'" in page
     assert "merged into s4" in page and "split into s5, s6" in page
+
+
+def test_a_run_whose_banks_update_bank_made_agrees_with_its_operations(synthetic_run):
+    from coplay.skills.schema import bank_versions, load_bank
+
+    bank = load_skill_analysis(synthetic_run.root).banks["2048"]
+    history = [load_bank(synthetic_run, "2048", v) for v in bank_versions(synthetic_run, "2048")]
+    made = [sid for b in history for op in b.operations
+            if op["applied"] and op["op"] in ("materialize", "merge", "split") for sid in op["new"]]
+    assert bank.summary.discovered == len(made) > 0 and bank.summary.active == len(history[-1].skills)
+    assert bank.summary.episodes == 16  # 4 policy episodes of 2048 per iteration; Avalon has no bank
+    assert all(set(row.ended) == {"success"} for row in bank.play)  # the synthetic run ends every use so
+    assert sum(s.play_uses for s in bank.skills) == sum(row.uses for row in bank.play)
+
+
+def test_bank_report_for_a_game_without_a_bank_says_which_banks_there_are(lineage_run, capsys):
+    assert main(["bank", "report", str(lineage_run.root), "--game", "tetris", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "no banks for game 'tetris'" in err and "['2048']" in err

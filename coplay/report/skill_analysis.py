@@ -227,11 +227,18 @@ def read_episodes(run: RunDir, problems: list[str]) -> Iterator[EpisodeSkills]:
                 yield episode_skills(traj)
 
 
+def _ids(value: object) -> list[str] | None:
+    return [str(v) for v in value] if isinstance(value, list) else None
+
+
 def _lineage(raw: Sequence[Mapping[str, object]]) -> list[LineageEntry]:
+    """A skill's `lineage` entries (entries that are not objects are left out: they say nothing)."""
     out = []
     for entry in raw:
+        if not isinstance(entry, Mapping):
+            continue
         iteration = entry.get("iteration", 0)
-        out.append(LineageEntry(str(entry.get("op", "")), [str(p) for p in entry.get("parents", []) or []],
+        out.append(LineageEntry(str(entry.get("op", "")), _ids(entry.get("parents", [])) or [],
                                 int(iteration) if isinstance(iteration, int | float) else 0))
     return out
 
@@ -241,20 +248,27 @@ def _end(record: SkillRecord, how: str, into: list[str], bank: Bank) -> None:
     record.ended_version, record.ended_iteration = bank.version, bank.iteration
 
 
-def bank_history(history: Sequence[Bank]) -> tuple[list[VersionRow], dict[str, SkillRecord]]:
-    """Per version counts and every skill's record, from the versions in ascending order."""
+def bank_history(history: Sequence[Bank],
+                 problems: list[str]) -> tuple[list[VersionRow], dict[str, SkillRecord]]:
+    """Per version counts and every skill's record, from the versions in ascending order. An operation
+    record without the fields `update_bank` writes is named in `problems` and left out."""
     records: dict[str, SkillRecord] = {}
     rows: list[VersionRow] = []
     previous: set[str] = set()
     for index, bank in enumerate(history):
         row = VersionRow(bank.version, bank.iteration, active=len(bank.skills))
         removed: set[str] = set()
-        for op in bank.operations:
+        for i, op in enumerate(bank.operations):
+            targets = _ids(op.get("targets", [])) if isinstance(op, dict) else None
+            new = _ids(op.get("new", [])) if isinstance(op, dict) else None
+            if not isinstance(op, dict) or targets is None or new is None:
+                problems.append(f"bank {bank.bank_key} v{bank.version}: operation {i} is not an object with "
+                                f"lists 'targets' and 'new' ({str(op)[:120]}); the analysis leaves it out")
+                continue
             if not op.get("applied", True):
                 row.not_applied += 1
                 continue
             kind = str(op.get("op"))
-            targets, new = [str(t) for t in op.get("targets", [])], [str(n) for n in op.get("new", [])]
             if kind in CREATING:
                 row.discovered += len(new)
                 for sid in new:
@@ -284,6 +298,8 @@ def bank_history(history: Sequence[Bank]) -> tuple[list[VersionRow], dict[str, S
                     row.discovered_total += 1  # the cumulative count starts with the inherited skills
                 elif lineage:
                     rec.parents = list(lineage[0].parents)  # what the skill says, lacking an operation
+            if rec.ended_by:  # back after it left (a version missing from the folder)
+                rec.ended_by, rec.ended_into, rec.ended_version, rec.ended_iteration = "", [], None, None
             rec.name, rec.lineage, rec.tags = skill.name, lineage, dict(skill.tags)
             rec.bank_uses, rec.bank_mean_duration = skill.stats.uses, skill.stats.mean_duration
             rec.last_version = bank.version
@@ -324,7 +340,7 @@ def play_rows(episodes: Sequence[EpisodeSkills]) -> list[PlayRow]:
 def analyse_bank(key: str, history: Sequence[Bank], episodes: Sequence[EpisodeSkills],
                  problems: list[str]) -> BankAnalysis:
     """The analysis of one bank key from its versions (ascending) and the policy's episodes of that key."""
-    versions, records = bank_history(history)
+    versions, records = bank_history(history, problems)
     seen_in: dict[str, set[str]] = {}
     unknown: Counter[str] = Counter()
     for ep in episodes:

@@ -214,3 +214,17 @@ def test_bank_report_for_a_game_without_a_bank_says_which_banks_there_are(lineag
     assert main(["bank", "report", str(lineage_run.root), "--game", "tetris", "--json"]) == 2
     err = capsys.readouterr().err
     assert "no banks for game 'tetris'" in err and "['2048']" in err
+
+
+def test_a_malformed_operation_record_is_named_not_fatal(tmp_path):
+    run = RunDir.create(tmp_path, "bad-op", "x: 1\n")
+    empty = Bank("2048", features=dict(FEATURES))
+    s1 = _skill(empty, "s1", {"MERGE": 3}, ["x↑"], 3, 0, _lineage("materialize", [], 0))
+    bank = apply_proposal(empty, Proposal("materialize", [], [s1])).copy()
+    bank.version, bank.iteration = 1, 1
+    good = {**Proposal("materialize", [], [s1]).describe(), "verdict": "APPROVE", "applied": True}
+    bank.operations = [good, {"op": "merge", "targets": "s1", "new": []}, "garbage"]
+    save_bank(run, bank)
+    analysis = load_skill_analysis(run.root)
+    assert analysis.banks["2048"].summary.discovered == 1
+    assert sum("operation 1" in p or "operation 2" in p for p in analysis.problems) == 2

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coplay.agent.parsing import INTENTION_TAGS
 from coplay.runs import RunDir
 from coplay.skills.boundaries import intention_tag
 from coplay.skills.schema import Bank, BankError, bank_key_for, bank_keys, bank_versions, load_bank
@@ -34,6 +35,7 @@ from coplay.types import ShardError, Trajectory, read_shard
 CREATING = ("materialize", "merge", "split")  # operations whose `new` skills are discoveries
 ENDING_EVENTS = ("success", "abort", "switch")
 POLICY = "model"  # the learner's own seats (opponents and bots are left out)
+OTHER_TAG = "other"  # a first word that is not one of the intention tags (an answer that did not parse)
 
 
 @dataclass
@@ -191,6 +193,15 @@ def _id_order(skill_id: str) -> tuple[int, str]:
     return (int(digits), skill_id) if digits.isdigit() else (1 << 30, skill_id)
 
 
+def tag_counts(tags: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """Counts per intention tag, sorted; words that are not intention tags are counted as `other`."""
+    out: Counter[str] = Counter()
+    for tag, n in tags:
+        if tag:
+            out[tag if tag in INTENTION_TAGS else OTHER_TAG] += n
+    return dict(sorted(out.items()))
+
+
 def episode_skills(traj: Trajectory) -> EpisodeSkills:
     """Split a trajectory's steps into skill uses (module docstring)."""
     uses: list[Use] = []
@@ -207,10 +218,10 @@ def episode_skills(traj: Trajectory) -> EpisodeSkills:
             current.steps += 1
             if step.skill_event in ENDING_EVENTS:
                 current.ended, current = step.skill_event, None
-    tags = Counter(tag for s in traj.steps if (tag := intention_tag(s.intention)))
+    tags = tag_counts((intention_tag(s.intention), 1) for s in traj.steps)
     return EpisodeSkills(bank_key_for(traj.game, traj.seat, traj.role), traj.episode_id, traj.iteration,
                          len(traj.steps), uses, sum(1 for s in traj.steps if s.skill_event == "switch"),
-                         dict(sorted(tags.items())))
+                         tags)
 
 
 def read_episodes(run: RunDir, problems: list[str]) -> Iterator[EpisodeSkills]:
@@ -300,16 +311,13 @@ def bank_history(history: Sequence[Bank],
                     rec.parents = list(lineage[0].parents)  # what the skill says, lacking an operation
             if rec.ended_by:  # back after it left (a version missing from the folder)
                 rec.ended_by, rec.ended_into, rec.ended_version, rec.ended_iteration = "", [], None, None
-            rec.name, rec.lineage, rec.tags = skill.name, lineage, dict(skill.tags)
+            rec.name, rec.lineage, rec.tags = skill.name, lineage, tag_counts(skill.tags.items())
             rec.bank_uses, rec.bank_mean_duration = skill.stats.uses, skill.stats.mean_duration
             rec.last_version = bank.version
         for sid in previous - set(bank.skills) - removed:
             _end(records[sid], "unrecorded", [], bank)
         previous = set(bank.skills)
-        tags: Counter[str] = Counter()
-        for skill in bank.skills.values():
-            tags.update(skill.tags)
-        row.tags = dict(sorted(tags.items()))
+        row.tags = tag_counts((t, n) for skill in bank.skills.values() for t, n in skill.tags.items())
         row.discovered_total += row.discovered + (rows[-1].discovered_total if rows else 0)
         rows.append(row)
     return rows, records

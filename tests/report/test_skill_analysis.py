@@ -91,7 +91,7 @@ def lineage_run(tmp_path) -> RunDir:
     e1 = _traj("2048-e1", 1, [("s1", "", "MERGE a"), ("s1", "", "MERGE a"), ("s1", "switch", "MERGE b"),
                               ("s2", "", "BUILD"), ("s2", "", "BUILD"), (None, "", "EXPLORE"),
                               ("s2", "", "BUILD"), ("s2", "success", "BUILD")])
-    e2 = _traj("2048-e2", 1, [(None, "", "EXPLORE")] * 4)
+    e2 = _traj("2048-e2", 1, [(None, "", "EXPLORE")] * 3 + [(None, "", "LEFT is not a tag")])
     opponent = _traj("2048-f1", 1, [("s3", "", "BUILD")] * 6, policy="frozen@act@v0")  # not the policy
     e3 = _traj("2048-e3", 2, [("s4", "", "MERGE"), ("s4", "abort", "MERGE"), ("s4", "", "MERGE"),
                               ("s5", "", "MERGE"), ("s5", "", "MERGE")])
@@ -149,7 +149,7 @@ def test_duration_and_switches_per_episode(lineage_run):
     assert first.mean_duration == pytest.approx(7 / 3) and second.mean_duration == pytest.approx(5 / 3)
     assert first.ended == {"switch": 1, "success": 1, "no skill": 1}
     assert second.ended == {"abort": 1, "changed": 1, "episode end": 1}
-    assert first.tags == {"BUILD": 4, "EXPLORE": 5, "MERGE": 3}
+    assert first.tags == {"BUILD": 4, "EXPLORE": 4, "MERGE": 3, "other": 1}
 
 
 def test_intention_tags_per_version(lineage_run):

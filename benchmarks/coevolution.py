@@ -92,8 +92,27 @@ def run_variant(config: str, game: str, variant: str, overrides: list[str]) -> d
 
         run_root = Path(train(cfg))
         curve, run_dir = eval_curve(run_root, game), str(run_root)
-    return {"variant": variant, "game": game, "config": config, "sizes": sizes(cfg), "run_dir": run_dir,
-            "seconds": round(time.time() - started, 1), "curve": curve, "final": curve[-1]}
+    result = {"variant": variant, "game": game, "config": config, "sizes": sizes(cfg), "run_dir": run_dir,
+              "seconds": round(time.time() - started, 1), "curve": curve, "final": curve[-1]}
+    if run_dir is not None:
+        result.update(bank_evidence(Path(run_dir)))
+    return result
+
+
+def bank_evidence(run_root: Path) -> dict[str, Any]:
+    """What the bank did in a run: the `maintenance` block of every iteration's metrics line, the
+    curator-approved operations in total, and the run's skill analysis (`coplay bank report --json`)."""
+    from coplay.report.skill_analysis import load_skill_analysis
+    from coplay.report.skill_views import analysis_json
+    from coplay.runs import RunDir
+
+    per_iteration = []
+    for record in RunDir.open(run_root).read_metrics():
+        if "maintenance" in record and "iteration" in record:
+            per_iteration.append({"iteration": record["iteration"], **record["maintenance"]})
+    approved = sum(sum(m.get("applied", {}).values()) for m in per_iteration)
+    return {"maintenance": per_iteration, "approved_operations": approved,
+            "skill_analysis": json.loads(analysis_json(load_skill_analysis(run_root)))}
 
 
 def table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -149,6 +168,20 @@ def plot(path: Path, runs: list[dict[str, Any]], games: list[str]) -> None:
     plt.close(fig)
 
 
+def write_results(out: Path, stem: str, command: str, started: float, games: list[str], variants: list[str],
+                  runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The table (JSON, Markdown) and the plot of the runs so far: rewritten after every run, so a long call
+    that stops early keeps what finished."""
+    out.mkdir(parents=True, exist_ok=True)
+    summary = {"command": command, "commit": _commit(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+               "total_seconds": round(time.time() - started, 1), "games": games, "variants": variants,
+               "complete": len(runs) == len(games) * len(variants), "table": table(runs), "runs": runs}
+    (out / f"{stem}.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    (out / f"{stem}.md").write_text(markdown(summary["table"], command))
+    plot(out / f"{stem}.png", runs, sorted({r["game"] for r in runs}, key=games.index))
+    return summary
+
+
 def parse_list(text: str, allowed: tuple[str, ...] | None, what: str) -> list[str]:
     items = [x.strip() for x in text.split(",") if x.strip()]
     bad = [x for x in items if allowed is not None and x not in allowed]
@@ -166,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
                                                        "launch/configs/coevolution-<game>.yaml)")
     parser.add_argument("--bank-from", default=None, help="sft_final_bank: a finished run folder")
     parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--name", default=None, help="file stem of the table and plot (default coevolution, "
+                                                     "or coevolution-quick)")
     parser.add_argument("--quick", action="store_true", help="smoke: tiny model, 2 iterations, 2 variants")
     parser.add_argument("overrides", nargs="*", help="dotted config overrides for every run")
     args = parser.parse_args(argv)
@@ -182,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     overrides = [*(QUICK if args.quick else []), *args.overrides]
     command = " ".join(["python -m benchmarks.coevolution", *(argv if argv is not None else sys.argv[1:])])
     started, runs = time.time(), []
+    out, stem = Path(args.out), args.name or ("coevolution-quick" if args.quick else "coevolution")
     for game in games:
         config = run_config(args.config, game, args.quick)
         for variant in variants:
@@ -194,17 +230,8 @@ def main(argv: list[str] | None = None) -> int:
                 extra = [f"ablation.bank_from={bank_from}"]
             runs.append(run_variant(config, game, variant, [*overrides, *extra]))
             print(json.dumps({k: runs[-1][k] for k in ("game", "variant", "seconds", "final")}), flush=True)
-    rows = table(runs)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = "coevolution-quick" if args.quick else "coevolution"
-    summary = {"command": command, "commit": _commit(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-               "total_seconds": round(time.time() - started, 1), "games": games, "variants": variants,
-               "table": rows, "runs": runs}
-    (out / f"{stem}.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
-    (out / f"{stem}.md").write_text(markdown(rows, command))
-    plot(out / f"{stem}.png", runs, games)
-    print(markdown(rows, command))
+            summary = write_results(out, stem, command, started, games, variants, runs)  # after every run
+    print(markdown(summary["table"], command))
     print(json.dumps({"table": str(out / f"{stem}.json"), "plot": str(out / f"{stem}.png"),
                       "total_seconds": summary["total_seconds"]}))
     return 0

@@ -177,6 +177,14 @@ def _bank(args: argparse.Namespace) -> int:
         if args.bank_command == "show":
             print(show_bank(args.run_dir, args.game, args.version))
         else:
+            from coplay.report.skill_analysis import load_skill_analysis
+            from coplay.report.skill_views import analysis_json, analysis_text
+
+            analysis = load_skill_analysis(args.run_dir, args.game)
+            if args.json:
+                print(analysis_json(analysis))
+                return 0
+            print(analysis_text(analysis))
             print(write_bank_report(args.run_dir))
     except (BankError, RunDirError) as exc:
         print(f"coplay bank: {exc}", file=sys.stderr)
@@ -380,8 +388,12 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--game", default=None,
                       help="a game key, or a bank key such as avalon/good (default: every bank of the run)")
     show.add_argument("--version", type=int, default=None, help="the bank version (default: the newest)")
-    rep = bank_sub.add_parser("report", help="write the bank report HTML page")
+    rep = bank_sub.add_parser("report", help="print the skill analysis and write the bank report HTML page")
     rep.add_argument("run_dir", help="a run folder; the page is written as RUN_DIR/bank_report.html")
+    rep.add_argument("--game", default=None,
+                     help="analyse only this game or bank key (default: every bank; the page shows all)")
+    rep.add_argument("--json", action="store_true",
+                     help="print the skill analysis as JSON instead (docs/skill-analysis.md); writes no page")
     p.set_defaults(func=_bank)
     p = sub.add_parser("config", help="show the resolved config")
     config_sub = p.add_subparsers(dest="config_command", required=True)

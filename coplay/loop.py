@@ -62,7 +62,7 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
             plans = iteration_plans(cfg, k, versions, frozen, bank_version_for(k), state.league)
             rollouts = system.launch(k, plans)
             bank_job = (system.bank_update(state.data[k - 1], versions, state.banks.latest())
-                        if k > 1 else None)
+                        if k > 1 and cfg.ablation.updates_bank else None)  # else the bank stays frozen
             trained = (train_on(system, cfg, state.data[k - 1], state.ledger)  # unless an extended run's
                        if s >= 1 and k > 1 and state.ledger.latest_step < k - 1 else None)  # final step did
             data, stats = system.collect(rollouts, bank_versions)
@@ -103,7 +103,7 @@ def finish(system: System, cfg: CoplayConfig, state: LoopState, log: MetricsLog)
     """With staleness >= 1 the last iteration's samples still train (and are checkpointed); then every
     worker ends on the newest versions, acknowledged, and the run's report.html is written."""
     last = cfg.loop.iterations
-    if cfg.loop.staleness >= 1 and state.ledger.latest_step < last:
+    if cfg.loop.staleness >= 1 and state.ledger.latest_step < last and cfg.ablation.trains_grpo:
         final = train_on(system, cfg, state.data[last], state.ledger)
         log.log(last + 1, {"final_train": {**final.to_json(),
                                            "checkpoint": str(system.run.checkpoint_dir(last))},

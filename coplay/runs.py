@@ -60,6 +60,20 @@ class RunDir:
             (root / sub).mkdir(exist_ok=True)
         return cls(root)
 
+    def record_config(self, config_yaml: str) -> Path | None:
+        """On resume: when the resolved config differs from `config.yaml` (e.g. `loop.iterations` raised to
+        extend the run), the old one is kept as `config.<k>.yaml` (k = 1, 2, ...) and `config.yaml` becomes
+        the config the run continues with, so the folder always says what produced its newest iterations.
+        Returns the kept copy, or None when nothing changed."""
+        if self.config_path.read_text() == config_yaml:
+            return None
+        k = 1
+        while (kept := self.root / f"config.{k}.yaml").exists():
+            k += 1
+        write_bytes_atomic(kept, self.config_path.read_bytes())
+        write_bytes_atomic(self.config_path, config_yaml.encode())
+        return kept
+
     @property
     def config_path(self) -> Path:
         return self.root / "config.yaml"

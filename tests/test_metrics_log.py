@@ -43,3 +43,13 @@ def test_the_final_grpo_step_continues_the_train_curves(tmp_path):
     events.Reload()
     steps = [(e.step, e.value) for e in events.Scalars("train/learner_step")]
     assert steps == [(1, 0.0), (2, 1.0), (3, 2.0)]
+
+
+def test_maintenance_blocks_of_several_banks_add_up():
+    from coplay.driver.metrics import maintenance_totals
+
+    reports = [{"maintenance": {"proposed": {"merge": 1, "retire": 2}, "applied": {"merge": 1},
+                                "quality_delta": {"merge": 0.25}, "skipped": False}},
+               {"maintenance": {"proposed": {"retire": 1}, "rejected": {"retire": 1}}}, {}]
+    assert maintenance_totals(reports) == {"proposed": {"merge": 1, "retire": 3}, "applied": {"merge": 1},
+                                           "quality_delta": {"merge": 0.25}, "rejected": {"retire": 1}}

@@ -61,3 +61,12 @@ def test_metrics_reject_nan(tmp_path):
     run = RunDir.create(tmp_path, "m", "{}\n")
     with pytest.raises(ValueError):
         run.append_metrics({"score": float("nan")})
+
+
+def test_a_resume_with_another_config_keeps_the_old_one_beside_it(tmp_path):
+    run = RunDir.create(tmp_path, "r", "loop:\n  iterations: 2\n")
+    assert run.record_config("loop:\n  iterations: 2\n") is None  # same config: nothing moves
+    kept = run.record_config("loop:\n  iterations: 4\n")
+    assert kept == run.root / "config.1.yaml" and "iterations: 2" in kept.read_text()
+    assert "iterations: 4" in run.config_path.read_text()
+    assert run.record_config("loop:\n  iterations: 6\n").name == "config.2.yaml"

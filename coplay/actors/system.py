@@ -376,6 +376,12 @@ class System:
     def seed_banks(self, trajectories: list[Trajectory]) -> dict[str, int]:
         return ray.get(self.bank.seed_banks.remote(trajectories, 0))
 
+    def publish_banks(self, banks: dict[str, Bank]) -> dict[str, int]:
+        """Publish given banks as the run's (`ablation.variant=sft_final_bank`: a finished run's, frozen)."""
+        ray.get([self.store.publish_bank.remote(key, bank.version, bank.to_bytes(), bank.iteration)
+                 for key, bank in banks.items()])
+        return {key: bank.version for key, bank in banks.items()}
+
     def bank_teacher_examples(self, limit_per_adapter: int = 64) -> list[Any]:
         from coplay.learn.teacher import ChatExample
 

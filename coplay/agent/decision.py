@@ -6,7 +6,9 @@ duration); the step that ended it is marked; (2) retrieval is due when no skill 
 answered `SKILL: SWITCH`, or every K steps (K = `retrieve_every`, 0 = never); the `retrieve` adapter picks
 among the bank's top k; (3) one `act` call gives the intention, the optional directive and the action.
 Every model call becomes a `Sample` with the exact tokens and behaviour log-probs. An empty bank means
-playing without skills. No ray, no torch: the engine is reached through `Engine.agenerate`.
+playing without skills; a seat with `uses_bank=False` (the ablation variants without a bank) never
+retrieves and its `act` prompt has no skill section at all. No ray, no torch: the engine is reached through
+`Engine.agenerate`.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class ModelSeat:
     top_k: int = 3
     history_len: int = 4
     constrained_orders: bool = False  # Diplomacy order lines restricted to legal orders (agent/constraint.py)
+    uses_bank: bool = True  # False (ablation variants without a bank): no retrieval, no skill section
 
 
 def _version(engine_name: str | None) -> int:
@@ -92,6 +95,10 @@ class DecisionAgent:
     last_retrieval: int = -1
     history: list[HistoryEntry] = field(default_factory=list)
     previous: Step | None = None
+
+    def __post_init__(self) -> None:
+        if not self.seat.uses_bank:  # `ablation.variant` without a bank: the skills are never consulted
+            self.skills = None
 
     def _count(self, key: str) -> None:
         self.counters[key] = self.counters.get(key, 0) + 1
@@ -166,7 +173,8 @@ class DecisionAgent:
         try:
             _, ids, trims = build_act_prompt(
                 self.engine.tokenizer, self.seat.prompt_budget, self.game, self.rules, observation, legal,
-                skill_text, self.history[-self.seat.history_len:] if self.seat.history_len else [])
+                skill_text, self.history[-self.seat.history_len:] if self.seat.history_len else [],
+                self.seat.uses_bank)
             for trim in trims:  # the prompt was shortened to fit engine.max_model_len
                 self._count(f"prompt_trim_{trim}")
         except PromptTooLong as exc:

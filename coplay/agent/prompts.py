@@ -20,17 +20,18 @@ from coplay.agent.parsing import INTENTION_TAGS
 
 ChatMessages = list[dict[str, str]]
 
+SKILL_FORMAT_LINE = "SKILL: KEEP or SWITCH   (only when a skill is active)\n"
 ACT_FORMAT = (
     "Answer in exactly this format:\n"
     "INTENTION: <TAG> <your subgoal in a few words>\n"
-    "SKILL: KEEP or SWITCH   (only when a skill is active)\n"
+    f"{SKILL_FORMAT_LINE}"
     "ACTION: <one legal action>\n"
     f"TAG is one of: {' '.join(INTENTION_TAGS)}."
 )
 ORDERS_FORMAT = (
     "Answer in exactly this format:\n"
     "INTENTION: <TAG> <your subgoal in a few words>\n"
-    "SKILL: KEEP or SWITCH   (only when a skill is active)\n"
+    f"{SKILL_FORMAT_LINE}"
     "ORDERS:\n<one order per line, or message lines 'to POWER: <text>' / 'to ALL: <text>' when negotiating>\n"
     f"TAG is one of: {' '.join(INTENTION_TAGS)}."
 )
@@ -70,13 +71,17 @@ def _legal_text(legal_actions: list[str], limit: int | None) -> str:
 
 
 def act_messages(game: str, rules: str, observation: str, legal_actions: list[str], skill_text: str | None,
-                 history: list[HistoryEntry], legal_limit: int | None = None) -> ChatMessages:
-    """The `act` prompt as chat messages."""
+                 history: list[HistoryEntry], legal_limit: int | None = None,
+                 skill_section: bool = True) -> ChatMessages:
+    """The `act` prompt as chat messages. `skill_section=False` (ablation variants without a bank): neither
+    the "Active skill" block nor the format's `SKILL:` line appear, so the prompt says nothing of skills."""
     fmt = ORDERS_FORMAT if game in MULTI_LINE_GAMES else ACT_FORMAT
+    if not skill_section:
+        fmt = fmt.replace(SKILL_FORMAT_LINE, "")
     system = f"You are an expert player of the game {game}.\nRules:\n{rules.strip()}\n\n{fmt}"
     skill = f"Active skill:\n{skill_text.strip()}" if skill_text else "Active skill: none."
     user = "\n\n".join([f"Observation:\n{observation.rstrip()}", _legal_text(legal_actions, legal_limit),
-                        skill, _history_text(history), "Your answer:"])
+                        *([skill] if skill_section else []), _history_text(history), "Your answer:"])
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -131,15 +136,16 @@ def fit_messages(tokenizer: Any, messages: ChatMessages, budget: int) -> tuple[C
 
 
 def build_act_prompt(tokenizer: Any, budget: int, game: str, rules: str, observation: str,
-                     legal_actions: list[str], skill_text: str | None,
-                     history: list[HistoryEntry]) -> tuple[ChatMessages, list[int], tuple[str, ...]]:
+                     legal_actions: list[str], skill_text: str | None, history: list[HistoryEntry],
+                     skill_section: bool = True) -> tuple[ChatMessages, list[int], tuple[str, ...]]:
     """Messages, token ids and the trims applied (`history`, `legal`: none when it fits) of the `act`
-    prompt within `budget` tokens (see module docstring)."""
+    prompt within `budget` tokens (see module docstring; `skill_section` as in `act_messages`)."""
     attempts: list[tuple[list[HistoryEntry], int | None]] = [(history, None)]
     attempts += [(history[-n:] if n else [], None) for n in range(len(history) - 1, -1, -1)]
     attempts += [([], limit) for limit in (64, 16, 4)]
     for hist, limit in attempts:
-        messages = act_messages(game, rules, observation, legal_actions, skill_text, hist, limit)
+        messages = act_messages(game, rules, observation, legal_actions, skill_text, hist, limit,
+                                skill_section)
         ids = encode(tokenizer, messages)
         if len(ids) <= budget:
             trims = (("history",) if len(hist) < len(history) else ()) + \

@@ -7,11 +7,13 @@
     skill_bank.py  the skill-bank agent's sections (boundaries, segmentation, contracts, maintenance)
     curriculum.py  skill-guided self-play: the proposer, the task gate, its rewards and routing
     loading.py     YAML files (`extends:`), dotted overrides that merge like YAML, `ConfigError`
+    ablation.py    `ablation.variant`: which parts of co-evolution run (the paper's ablation)
     training.py    what a config must pass to train (`require_trainable`), not to evaluate or play
 
 Import from here (`from coplay.config import CoplayConfig, load_config`). Imports only pydantic and yaml.
 """
 
+from coplay.config.ablation import VARIANT_PARTS, AblationConfig, VariantParts
 from coplay.config.adapters import (
     AdapterLearningRates,
     AdapterMinBatches,
@@ -63,8 +65,9 @@ from coplay.config.tree import (
 )
 
 __all__ = [
-    "ADAPTER_NAMES", "BANK_ADAPTERS", "CURRICULUM_ADAPTERS", "DECISION_ADAPTERS", "DEFAULT_LORA_TARGETS",
-    "GAME_KEYS",
+    "ADAPTER_NAMES", "BANK_ADAPTERS", "CURRICULUM_ADAPTERS", "VARIANT_PARTS", "AblationConfig",
+    "VariantParts",
+    "DECISION_ADAPTERS", "DEFAULT_LORA_TARGETS", "GAME_KEYS",
     "AdapterLearningRates", "AdapterMinBatches", "AdapterSpecs", "BoundaryConfig", "ClusterConfig",
     "ConfigError", "ContractConfig", "CoplayConfig", "CurriculumConfig",
     "EndpointConfig", "EngineConfig", "EvalConfig",

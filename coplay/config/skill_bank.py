@@ -4,6 +4,8 @@ and maintenance, under `skill_bank`. Imports only pydantic.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from coplay.config.base import Section
@@ -46,8 +48,31 @@ class ContractConfig(Section):
     evidence_limit: int = Field(32, ge=1, description="recent instances kept per skill")
 
 
+class ProposalCaps(Section):
+    """Per operation kind, the most proposals one bank update sends to the curator (the rest are counted as
+    `deferred_<op>` and proposed again next time, while their evidence still holds). 0 turns a kind off."""
+
+    materialize: int = Field(4, ge=0)
+    merge: int = Field(2, ge=0)
+    split: int = Field(2, ge=0)
+    refine: int = Field(4, ge=0)
+    retire: int = Field(2, ge=0)
+
+
 class MaintenanceConfig(Section):
-    """Bank maintenance: the operations proposed to the curator (materialize, merge, split, retire)."""
+    """Bank maintenance: the operations proposed to the curator (materialize, merge, split, refine, retire),
+    from the evidence of segmentation (docs/agents.md "Maintenance"): how often, how many, and on what
+    evidence."""
+
+    every: int = Field(1, ge=1, description="propose operations on every k-th update (iteration % k == 0)")
+    max_proposals: ProposalCaps = ProposalCaps()
+    poor_fit_pending: bool = Field(
+        True, description="segments labelled with a skill whose contract they fail also join the pending "
+                          "pool that materialize clusters (not only segments labelled NEW)")
+    unparseable_verdict: Literal["reject", "quality"] = Field(
+        "quality", description="when no curator sample of a proposal gives a verdict: reject it, or decide "
+                               "by the held-out bank quality (approve iff it does not drop); counted either "
+                               "way")
 
     min_instances: int = Field(3, ge=1)
     merge_jaccard: float = Field(0.85, gt=0.0, le=1.0)

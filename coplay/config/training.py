@@ -20,6 +20,9 @@ def require_trainable(cfg: CoplayConfig) -> None:
     every GRPO ratio would be biased (by the truncated mass) from the first step on. Evaluation and play may
     use top_p < 1; training may not.
 
+    `ablation.variant=sft_final_bank`: `ablation.bank_from` must hold a bank of every game of the run (checked
+    here, before Ray starts, rather than when the cold start reaches for it).
+
     `curriculum.enabled` with only multi-seat games: tasks are written for single-player games, so the
     proposer would be served and trained on nothing.
     """
@@ -30,6 +33,10 @@ def require_trainable(cfg: CoplayConfig) -> None:
             f"({len(cfg.games)} game(s) x rollout.start_states={cfg.rollout.start_states} x "
             f"rollout.group_size={cfg.rollout.group_size}), so {cfg.rollout.workers - episodes} workers "
             f"would idle; raise rollout.start_states or rollout.group_size, or use fewer workers")
+    try:  # before Ray starts: a variant whose bank cannot be found never begins
+        cfg.ablation.final_bank_files(cfg.games)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     top_p = cfg.sampling.top_p
     if top_p < 1.0:
         raise ConfigError(

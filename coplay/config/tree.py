@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, field_validator, model_validator
 
+from coplay.config.ablation import AblationConfig
 from coplay.config.adapters import (
     AdapterLearningRates,
     AdapterMinBatches,
@@ -368,6 +369,7 @@ class CoplayConfig(Section):
     eval: EvalConfig = EvalConfig()
     cluster: ClusterConfig = ClusterConfig()
     logging: LoggingConfig = LoggingConfig()
+    ablation: AblationConfig = AblationConfig()
 
     @field_validator("games", mode="before")
     @classmethod

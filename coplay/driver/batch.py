@@ -58,9 +58,12 @@ def trained_episodes(trajectories: list[Trajectory]) -> list[str]:
     return sorted({t.episode_id for t in trajectories if t.policy == "model"})
 
 
-def train_on(system: Any, cfg: CoplayConfig, data: IterationData, ledger: VersionLedger) -> TrainStep:
+def train_on(system: Any, cfg: CoplayConfig, data: IterationData, ledger: VersionLedger) -> TrainStep | None:
     """Learner step j on the samples of iteration j (rewards with the banks those episodes played with);
-    the ledger records the versions it published."""
+    the ledger records the versions it published. None, and no step, when `ablation.variant` trains no GRPO
+    (`sft_*`, `base`): the adapters stay those of the cold start while rollouts and evaluations go on."""
+    if not cfg.ablation.trains_grpo:
+        return None
     samples, advantages = training_batch(cfg, data.trajectories, system.banks_for(data.bank_versions),
                                          data.bank_samples)
     step = system.train(samples, advantages)

@@ -2,7 +2,9 @@
 deterministically from expert trajectories, then optionally SFT every adapter on teacher data: `act` from the
 expert bots (or an OpenAI-compatible endpoint answering the same prompts), `retrieve` labelled by the
 deterministic bank's segmentation of the expert episodes, and `segment` / `contract` / `curator` from the
-deterministic bank decisions recorded while seeding."""
+deterministic bank decisions recorded while seeding. `ablation.variant` (`coplay.config.ablation`) turns
+parts off: no SFT (`base`), no skills in the teacher prompts (`sft_only`, `grpo_no_bank`), no bank-adapter
+examples when the bank is frozen, or a finished run's bank instead of the seed bank (`sft_final_bank`)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from coplay.driver.progress import phase
 from coplay.engines.base import SamplingParams
 from coplay.learn.teacher import ChatExample, bank_labels, expert_examples, openai_act_examples
 from coplay.rollout.bot_episodes import play_bot_episodes
+from coplay.skills.schema import Bank
 
 
 def teacher_seeds(cfg: CoplayConfig) -> list[int]:
@@ -50,30 +53,49 @@ def cap_per_adapter(examples: list[ChatExample], limit: int) -> list[ChatExample
     return out
 
 
+def final_banks(cfg: CoplayConfig, seeded: dict[str, int]) -> dict[str, Bank]:
+    """`ablation.variant=sft_final_bank`: the newest bank of each key of `ablation.bank_from`, renumbered to
+    follow this run's seed version (a version is never published twice), iteration 0. {} for the other
+    variants. A file that is not a bank raises `BankError` naming it."""
+    out = {}
+    for key, path in cfg.ablation.final_bank_files(cfg.games).items():
+        bank = Bank.from_bytes(path.read_bytes(), source=str(path))
+        bank.version, bank.iteration = seeded.get(key, 0) + 1, 0
+        out[key] = bank
+    return out
+
+
 def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str, int], dict[str, Any]]:
-    """Returns (adapter versions of learner step 0, initial bank versions, report)."""
+    """Returns (adapter versions of learner step 0, initial bank versions, report). `ablation.variant`
+    decides whether SFT runs, whether its `act` prompts show skills, and which bank the run starts with."""
     import coplay_envs
 
-    report: dict[str, Any] = {}
+    ablation = cfg.ablation
+    report: dict[str, Any] = {"ablation": ablation.variant}
     versions = system.publish_adapters(list(cfg.active_adapters), learner_step=0)
     seeds = teacher_seeds(cfg)
     with phase("cold start: expert episodes and seed banks"):
         expert = [t for game in cfg.games
                   for t in play_bot_episodes(game, "expert", seeds, cfg.sft.max_steps)]
         banks = system.seed_banks(expert)
+        adopted = final_banks(cfg, banks)
+        if adopted:
+            banks = {**banks, **system.publish_banks(adopted)}
+            report["bank_from"] = {key: str(p) for key, p in ablation.final_bank_files(cfg.games).items()}
     report["seed_bank_trajectories"] = len(expert)
-    if cfg.sft.enabled:
-        labels = bank_labels(system.banks_for(banks), cfg.skill_bank)
+    if cfg.sft.enabled and ablation.runs_sft:
+        labels = bank_labels(system.banks_for(banks), cfg.skill_bank) if ablation.uses_bank else None
         examples: list[ChatExample] = []
         teacher_counts: dict[str, dict[str, int]] = {}
         for game in cfg.games:
             game_examples = expert_examples(game, seeds, coplay_envs.rules(game), cfg.rollout.history_len,
-                                            cfg.sft.max_steps, labels, cfg.rollout.top_k_skills)
+                                            cfg.sft.max_steps, labels, cfg.rollout.top_k_skills,
+                                            skill_section=ablation.uses_bank)
             if cfg.sft.teacher == "openai":
                 game_examples, teacher_counts[game] = openai_teacher(cfg, game, game_examples)
             examples += game_examples
-        examples = cap_per_adapter(examples + system.bank_teacher_examples(),
-                                   cfg.sft.max_examples_per_adapter)
+        bank_examples = system.bank_teacher_examples() if ablation.updates_bank else []
+        examples = cap_per_adapter(examples + bank_examples, cfg.sft.max_examples_per_adapter)
         started = time.perf_counter()
         with phase(f"cold start: SFT of {len(examples)} examples, {cfg.sft.epochs} epochs"):
             report["sft"] = system.learner.sft(examples, cfg.sft.epochs, cfg.sft.lr, cfg.sft.min_batches())

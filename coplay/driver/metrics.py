@@ -97,7 +97,21 @@ def console_line(iteration: int, record: dict[str, Any]) -> str:
     scores = " ".join(f"{g}={s['mean']:.1f}" for g, s in record.get("scores", {}).items())
     return (f"[bold]it {iteration}[/] episodes={record.get('episodes', 0)} "
             f"tok/s={record.get('generated_tokens_per_s', 0):.0f} {scores} "
-            f"bank={record.get('bank_sizes', {})} versions={record.get('versions', {})}")
+            f"bank={record.get('bank_sizes', {})} ops={record.get('maintenance', {}).get('applied', {})} "
+            f"versions={record.get('versions', {})}")
+
+
+def maintenance_totals(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """The bank updates' maintenance blocks (`coplay.skills.update.maintenance_summary`) summed over bank
+    keys: evidence, proposals by kind, deferred, invalid, verdicts, applied, rejected, quality change."""
+    total: dict[str, Any] = {}
+    for report in reports:
+        for part, values in report.get("maintenance", {}).items():
+            if isinstance(values, dict):
+                into = total.setdefault(part, {})
+                for key, value in values.items():
+                    into[key] = round(into.get(key, 0) + value, 6)
+    return total
 
 
 def score_summary(trajectories: list[Trajectory]) -> dict[str, dict[str, float]]:
@@ -180,6 +194,7 @@ def iteration_record(iteration: int, data: IterationData, stats: CollectStats, b
         "bank_versions": dict(data.bank_versions),
         "bank_sizes": {r["bank_key"]: r.get("size", 0) for r in bank.reports},
         "bank_samples": {k: v for r in bank.reports for k, v in r.get("samples", {}).items()},
+        "maintenance": maintenance_totals(bank.reports),
         "prompt_trims": {"history": stats.prompt_trim_history, "legal": stats.prompt_trim_legal,
                          "too_long": stats.prompt_too_long,
                          "bank": sum(int(r.get("prompts_trimmed", 0)) for r in bank.reports)},

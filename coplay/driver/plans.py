@@ -17,17 +17,21 @@ from coplay.rollout.model_episodes import EpisodePlan, SeatPlayer
 
 
 def model_seat(cfg: CoplayConfig, versions: Mapping[str, int], evaluation: bool = False) -> ModelSeat:
-    """The seat settings of the policy at the given adapter versions."""
+    """The seat settings of the policy at the given adapter versions; `ablation.variant` decides whether the
+    seat consults the bank and whether it plays through its adapters at all (`base`: the base model)."""
     temperature = cfg.eval.temperature if evaluation else cfg.sampling.temperature
     budget = cfg.engine.max_model_len - max(cfg.sampling.max_tokens.values())
+    adapters = cfg.ablation.uses_adapters
     return ModelSeat(
-        act=f"act@v{versions['act']}", retrieve=f"retrieve@v{versions['retrieve']}",
+        act=f"act@v{versions['act']}" if adapters else None,
+        retrieve=f"retrieve@v{versions['retrieve']}" if adapters else None,
         act_sampling=SamplingParams(temperature=temperature, top_p=cfg.sampling.top_p,
                                     max_tokens=cfg.sampling.max_tokens["act"]),
         retrieve_sampling=SamplingParams(temperature=temperature, top_p=cfg.sampling.top_p,
                                          max_tokens=cfg.sampling.max_tokens["retrieve"]),
         prompt_budget=budget, retrieve_every=cfg.rollout.retrieve_every, top_k=cfg.rollout.top_k_skills,
-        history_len=cfg.rollout.history_len, constrained_orders=cfg.rollout.constrained_orders)
+        history_len=cfg.rollout.history_len, constrained_orders=cfg.rollout.constrained_orders,
+        uses_bank=cfg.ablation.uses_bank)
 
 
 def start_seeds(cfg: CoplayConfig, iteration: int, game_index: int) -> list[int]:

@@ -7,7 +7,8 @@ checkpointing.
   partition them) and optimizer state: AdamW's two fp32 moments, plus the fp32 master copy under bf16, over
   the ranks under ZeRO, on the host with `learner.offload_optimizer`;
 - activations of one micro-batch (`learner.micro_batch_size` sequences of `learner.max_seq_len`, else
-  `engine.max_model_len` tokens) kept for the backward pass. Per token and layer a LLaMA/Qwen-style decoder
+  `engine.max_model_len` tokens) kept for the backward pass, in the layers from the lowest adapted one up
+  (`LoraSpec.top_layers`: no gradient flows below it). Per token and layer a LLaMA/Qwen-style decoder
   with a frozen base and LoRA on the usual projections keeps about 4·hidden + 4·q_dim + 3·kv_dim +
   4·intermediate values (norm inputs, q/k/v and the attention output with SDPA, the MLP's gate, up and
   product, each LoRA's rank-r intermediate); with `learner.gradient_checkpointing` only each layer's input
@@ -91,12 +92,16 @@ class ModelDims:
         embeddings = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
         return self.layers * per_layer + embeddings + self.hidden
 
-    def lora_parameters(self, rank: int, targets: list[str]) -> int:
+    def adapted_layers(self, top_layers: int | None) -> int:
+        """Decoder layers a LoRA with `LoraSpec.top_layers` spans (None: all)."""
+        return self.layers if top_layers is None else min(top_layers, self.layers)
+
+    def lora_parameters(self, rank: int, targets: list[str], top_layers: int | None = None) -> int:
         shapes = self.projections()
         unknown = sorted(set(targets) - set(shapes))
         if unknown:
             raise ValueError(f"LoRA target modules {unknown}: the memory estimate knows {sorted(shapes)}")
-        return self.layers * sum(rank * (shapes[t][0] + shapes[t][1]) for t in targets)
+        return self.adapted_layers(top_layers) * sum(rank * (shapes[t][0] + shapes[t][1]) for t in targets)
 
 
 def model_dims(cfg: CoplayConfig) -> ModelDims:
@@ -142,7 +147,7 @@ def estimate_memory(cfg: CoplayConfig, dims: ModelDims, world_size: int, on_gpu:
     weight_bytes = 2 if bf16 else 4
     zero = learner.backend == "deepspeed"
     specs = [cfg.adapters[a] for a in cfg.active_adapters]
-    lora = sum(dims.lora_parameters(spec.r, list(spec.target_modules)) for spec in specs)
+    lora = sum(dims.lora_parameters(spec.r, list(spec.target_modules), spec.top_layers) for spec in specs)
     shard = world_size if zero else 1
     lora_weights = lora * weight_bytes // (shard if zero and learner.zero_stage == 3 else 1)
     gradients = lora * weight_bytes // shard
@@ -153,8 +158,9 @@ def estimate_memory(cfg: CoplayConfig, dims: ModelDims, world_size: int, on_gpu:
     tokens = learner.micro_batch_size * seq
     ranks = max(spec.r for spec in specs) * len(dims.projections())
     per_layer = 4 * dims.hidden + 4 * dims.q_dim + 3 * dims.kv_dim + 4 * dims.intermediate + ranks
-    layers = (dims.layers * dims.hidden + per_layer) if learner.gradient_checkpointing \
-        else dims.layers * per_layer
+    # no gradient flows below the lowest adapted layer, so only the layers from there up keep activations
+    spanned = max(dims.adapted_layers(spec.top_layers) for spec in specs)
+    layers = (spanned * dims.hidden + per_layer) if learner.gradient_checkpointing else spanned * per_layer
     logits = learner.micro_batch_size * max(cfg.sampling.max_tokens.values()) * dims.vocab * 4 * 4
     return MemoryEstimate(base_weights=dims.base_parameters() * weight_bytes, lora_weights=lora_weights,
                           lora_gradients=gradients, optimizer_state=optimizer,

@@ -50,9 +50,10 @@ SkillLabels = Callable[[Trajectory], tuple[Any, dict[int, str]]]
 
 def expert_examples(game: str, seeds: list[int], rules: str, history_len: int = 4,
                     max_steps: int | None = None, labels: SkillLabels | None = None, top_k: int = 3,
-                    policy: str = "expert") -> list[ChatExample]:
+                    policy: str = "expert", skill_section: bool = True) -> list[ChatExample]:
     """`act` (and, with `labels`, `retrieve`) examples from `policy` bots playing every seat, one episode
-    per seed."""
+    per seed. `skill_section=False` (ablation variants without a bank): the `act` prompts have no skill
+    section, as the decision agent's then have none."""
     seen: dict[tuple[int, str], list[tuple[str, list[str]]]] = {}
     current = {"seed": 0}
 
@@ -77,7 +78,8 @@ def expert_examples(game: str, seeds: list[int], rules: str, history_len: int = 
                                                 f"SKILL: {active or 'NONE'}"))
                 skill_text = skills.protocol_text(active) if (skills is not None and active) else None
                 messages = act_messages(game, rules, observation, legal, skill_text,
-                                        history[-history_len:] if history_len else [])
+                                        history[-history_len:] if history_len else [],
+                                        skill_section=skill_section)
                 next_label = starts.get(step.t + 1)
                 switch = active is not None and next_label is not None and next_label != active
                 examples.append(ChatExample("act", messages, act_completion(

@@ -1,7 +1,8 @@
 """The bank report: a terminal table (`coplay bank show RUN_DIR [--game G] [--version V]`) and an HTML page
 (`coplay bank report RUN_DIR`, also a section of the run report) with each skill's protocol, contract, stats
-and lineage, the operations of every version, and charts of bank size and mean pass rate over versions
-(`coplay.report.charts`, inline SVG). The bank logic stays in `coplay.skills`, which draws nothing.
+and lineage, the operations of every version, charts of bank size and mean pass rate over versions
+(`coplay.report.charts`, inline SVG), and the skill analysis (`coplay.report.skill_views`). The bank logic
+stays in `coplay.skills`, which draws nothing.
 
 rich and matplotlib are imported inside the functions. Never imports ray or torch.
 """
@@ -132,8 +133,10 @@ def _operations_html(history: list[Bank]) -> str:
     return f"<table>{head}{''.join(rows)}</table>" if rows else "<p>(no operations)</p>"
 
 
-def bank_report_html(run_dir: str | Path | RunDir) -> str:
-    """The report page as a string (the run report embeds it as a section)."""
+def bank_report_html(run_dir: str | Path | RunDir, analysis: bool = True) -> str:
+    """The report page as a string (the run report embeds it as a section, with `analysis=False`: it shows
+    the skill analysis in a section of its own). With `analysis`, the page ends with the skill analysis
+    (`coplay.report.skill_analysis`)."""
     run = _open(run_dir)
     sections = []
     for key in _keys_for(run, None):
@@ -147,9 +150,17 @@ def bank_report_html(run_dir: str | Path | RunDir) -> str:
             f"coverage {m.get('coverage', 0):.1%}, quality {m.get('quality', 0):.3f}</p>"
             f"{_charts(key, history)}"
             f"<h3>Skills</h3>{_skill_html(latest)}<h3>Operations per version</h3>{_operations_html(history)}")
+    if analysis:
+        from coplay.report.skill_analysis import load_skill_analysis
+        from coplay.report.skill_views import analysis_html
+
+        body = analysis_html(load_skill_analysis(run))
+        sections.append(f"<h2 id='skill-analysis'>Skill analysis</h2>{body}")
     style = ("body{font-family:sans-serif;max-width:1100px;margin:auto}"
              "table{border-collapse:collapse;font-size:12px}"
-             "td,th{border:1px solid #ccc;padding:2px 6px}code{font-size:12px}")
+             "td,th{border:1px solid #ccc;padding:2px 6px}code{font-size:12px}"
+             "figure{margin:8px 0}figure svg{max-width:100%;height:auto}figcaption{font-size:12px;color:#555}"
+             ".note{color:#666;font-size:13px}.problem{color:#b00}div.wide{max-width:100%;overflow-x:auto}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>coplay skill banks</title>"
             f"<style>{style}</style></head><body><h1>Skill banks of {html.escape(str(run.root))}</h1>"
             f"{''.join(sections)}</body></html>")

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from coplay.files import write_bytes_atomic
-from coplay.report import sections
+from coplay.report import sections, skill_views
 from coplay.report.data import RunData, load_run
 from coplay.runs import RunDir
 
@@ -89,6 +89,7 @@ SECTIONS = (
     ("invalid", "Invalid actions", sections.rates),
     ("learner", "Learner", sections.learner),
     ("banks", "Skill banks", sections.banks),
+    ("skills", "Skill analysis", skill_views.run_report_section),
     ("league", "Self-play league", sections.league),
     ("eval", "Evaluations", sections.evaluations),
     ("throughput", "Throughput", sections.throughput),

@@ -132,7 +132,8 @@ def banks(data: RunData) -> str:
     else:
         parts.append(_none("No bank operations recorded."))
     try:
-        parts.append(f"<div class='bank-report'>{bank_report_body(bank_report_html(data.root))}</div>")
+        body = bank_report_body(bank_report_html(data.root, analysis=False))
+        parts.append(f"<div class='bank-report'>{body}</div>")
     except BankError as exc:
         parts.append(f"<p class='problem'>bank report not rendered: {e(str(exc))}</p>")
     return "".join(parts)

@@ -15,6 +15,7 @@ Standard library only; never imports ray or torch.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,7 @@ from coplay.skills.contracts import (
     pass_rate,
     skill_name,
 )
+from coplay.skills.literals import LiteralError, parse_literal
 from coplay.skills.schema import Bank, Contract, Instance, Skill, SkillStats
 
 SIMILAR_TAGS = 0.5
@@ -308,17 +310,24 @@ def propose_materializations(bank: Bank, cfg: SkillBankConfig, iteration: int,
 
 
 def propose_operations(bank: Bank, cfg: SkillBankConfig, iteration: int,
-                       trivial: frozenset[str]) -> list[Proposal]:
+                       trivial: frozenset[str], counts: Counter[str] | None = None) -> list[Proposal]:
     """All proposals for this update, in the order they are curated: retire (unused), merge, split/refine,
-    retire (below the floor, when no split or refinement can save the skill), materialize."""
+    retire (below the floor, when no split or refinement can save the skill), materialize. At most
+    `maintenance.max_proposals.<op>` of each kind go on (in that order); the rest are counted in `counts` as
+    `deferred_<op>` and come back next update if their evidence still holds. `counts` also gets the evidence
+    the proposals came from (`evidence_*`) and `proposed_<op>`."""
+    counts = counts if counts is not None else Counter()
+    _count_evidence(bank, cfg, iteration, counts)
     stale = {sid for sid, s in bank.skills.items()
              if iteration - s.stats.last_used >= cfg.maintenance.retire_after}
     unused = propose_retirements(bank, cfg, iteration, set(bank.skills) - stale)
-    busy = set(stale)
+    # stale skills whose retirement the cap defers stay free for the other operations (merge, refine...)
+    busy = {p.targets[0] for p in unused[:cfg.maintenance.max_proposals.retire]}
     merges = propose_merges(bank, cfg, iteration, busy, trivial)
     changes = propose_splits_and_refinements(bank, cfg, iteration, busy, trivial)
-    weak = propose_retirements(bank, cfg, iteration, busy)
+    weak = propose_retirements(bank, cfg, iteration, busy | stale)
     proposals = unused + merges + changes + weak + propose_materializations(bank, cfg, iteration, trivial)
+    proposals = _capped(proposals, cfg, counts)
     taken = {s.name for s in bank.skills.values()}
     for proposal in proposals:  # names unique across the bank and this update's new skills
         for skill in proposal.new_skills:
@@ -327,6 +336,56 @@ def propose_operations(bank: Bank, cfg: SkillBankConfig, iteration: int,
                 skill.name = skill_name(dominant_tag(skill.tags), skill.contract, taken)
             taken.add(skill.name)
     return proposals
+
+
+def _capped(proposals: list[Proposal], cfg: SkillBankConfig, counts: Counter[str]) -> list[Proposal]:
+    """The first `max_proposals.<op>` proposals of each kind; the others are counted as deferred."""
+    kept, seen = [], Counter[str]()
+    for proposal in proposals:
+        seen[proposal.op] += 1
+        if seen[proposal.op] <= getattr(cfg.maintenance.max_proposals, proposal.op):
+            kept.append(proposal)
+            counts[f"proposed_{proposal.op}"] += 1
+        else:
+            counts[f"deferred_{proposal.op}"] += 1
+    return kept
+
+
+def _count_evidence(bank: Bank, cfg: SkillBankConfig, iteration: int, counts: Counter[str]) -> None:
+    """What maintenance sees this update, whether or not it leads to a proposal: instances waiting in the
+    pending pool, skills failing their contracts on recent evidence, skills idle for `retire_after`."""
+    counts["evidence_pending"] += len(bank.pending)
+    for skill in bank.skills.values():
+        effects = [i.effects for i in skill.evidence]
+        if (len(effects) >= cfg.maintenance.min_instances
+                and pass_rate(skill.contract.literals, effects, cfg.contracts.pass_threshold)
+                < cfg.maintenance.split_pass_rate):
+            counts["evidence_failing_skills"] += 1
+        if iteration - skill.stats.last_used >= cfg.maintenance.retire_after:
+            counts["evidence_idle_skills"] += 1
+
+
+def invalid_reason(bank: Bank, proposal: Proposal, cfg: SkillBankConfig) -> str | None:
+    """Why a proposal cannot be applied to `bank` as it stands (its targets gone after an earlier operation,
+    a new skill whose contract is too short or names features the bank never saw, an id taken by a skill it
+    does not replace), or None. Invalid proposals never reach the curator; they are counted."""
+    missing = [t for t in proposal.targets if t not in bank.skills]
+    if missing:
+        return f"unknown target skills {missing}"
+    for skill in proposal.new_skills:
+        if len(skill.contract.literals) < cfg.contracts.min_literals:
+            return (f"new skill {skill.id} has {len(skill.contract.literals)} contract literals "
+                    f"(< min_literals {cfg.contracts.min_literals})")
+        try:
+            features = {parse_literal(lit).feature for lit in skill.contract.literals}
+        except LiteralError as exc:
+            return f"new skill {skill.id}: {exc}"
+        unknown = sorted(features - set(bank.features))
+        if bank.features and unknown:
+            return f"new skill {skill.id} names unknown features {unknown}"
+        if skill.id in bank.skills and skill.id not in proposal.targets:
+            return f"new skill id {skill.id} is taken by a skill the {proposal.op} does not replace"
+    return None
 
 
 def apply_proposal(bank: Bank, proposal: Proposal) -> Bank:

@@ -1,5 +1,5 @@
-"""The three model rounds of a bank update: `segment` (rank labels of close calls), `curator` (approve or
-reject each proposal; the first sample's verdict is applied) and `contract` (write a new skill's protocol).
+"""Two of the three model rounds of a bank update: `segment` (rank labels of close calls) and `contract`
+(write a new skill's protocol); the `curator` round is `coplay.skills.curation`.
 
 Each round builds prompts, calls the adapter with G samples per prompt, applies the first sample's answer
 when it parses and validates, counts what does not, and fills every sample's reward (`rewards.py`).
@@ -10,7 +10,7 @@ Standard library only; never imports ray or torch.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coplay.config import SkillBankConfig
@@ -18,18 +18,15 @@ from coplay.skills.caller import ChatMessages, ModelCaller, call_adapter
 from coplay.skills.contracts import dominant_tag, learn_contract, literal_frequencies, pass_rate
 from coplay.skills.heldout import HeldOutEval
 from coplay.skills.literals import window_view
-from coplay.skills.maintenance import Proposal, apply_proposal
 from coplay.skills.prompts import (
     AnswerError,
     contract_prompt,
-    curator_prompt,
     parse_protocol,
     parse_ranking,
-    parse_verdict,
     read_effects,
     segment_prompt,
 )
-from coplay.skills.rewards import contract_reward, curator_reward, segment_reward
+from coplay.skills.rewards import contract_reward, segment_reward
 from coplay.skills.schema import Bank, Skill
 from coplay.skills.segmentation import NEW, Segment, relabel, segment_tags, skill_profiles
 from coplay.types import Sample, Trajectory
@@ -37,7 +34,7 @@ from coplay.types import Sample, Trajectory
 CANDIDATES_SHOWN = 3
 
 
-def _group_prefix(bank: Bank, iteration: int) -> str:
+def group_prefix(bank: Bank, iteration: int) -> str:
     """Group ids are unique per bank key, the version being built and the iteration."""
     return f"{bank.bank_key}/v{bank.version + 1}/it{iteration}"
 
@@ -76,7 +73,7 @@ def segment_round(caller: ModelCaller, bank: Bank, train: Sequence[Trajectory],
                                       seg.effects, seg.reward, seg.length, shown, labels))
         metas.append((traj, seg, labels, tags))
     groups = call_adapter(caller, "segment", prompts, cfg.group_size, max_tokens,
-                          _group_prefix(bank, iteration))
+                          group_prefix(bank, iteration))
     heldout_by_skill: dict[str, list[frozenset[str]]] = {}
     for seg in heldout_before.segments:
         heldout_by_skill.setdefault(seg.label, []).append(seg.effects)
@@ -134,47 +131,6 @@ def _implied_segment_reward(bank: Bank, trajectory_segments: Sequence[Segment], 
     return segment_reward(sum(rates) / len(rates) if rates else 0.0, inside, total)
 
 
-def curator_round(caller: ModelCaller | None, bank: Bank, proposals: Sequence[Proposal], cfg: SkillBankConfig,
-                  iteration: int, max_tokens: int, quality: Callable[[Bank], float],
-                  counts: Counter[str]) -> tuple[Bank, list[Sample], list[dict[str, Any]]]:
-    """Apply proposals in order: with a model, those whose first sample approves; without, all of them."""
-    records: list[dict[str, Any]] = []
-    if caller is None:
-        for proposal in proposals:
-            bank = apply_proposal(bank, proposal)
-            records.append({**proposal.describe(), "verdict": "deterministic", "applied": True})
-            counts[f"applied_{proposal.op}"] += 1
-        return bank, [], records
-    prompts = [curator_prompt(bank.game, p.op, [bank.skills[t] for t in p.targets], p.evidence, p.new_skills)
-               for p in proposals]
-    groups = call_adapter(caller, "curator", prompts, cfg.group_size, max_tokens,
-                          _group_prefix(bank, iteration))
-    samples: list[Sample] = []
-    q_now = quality(bank) if proposals else 0.0
-    for proposal, group in zip(proposals, groups, strict=True):
-        q_before = q_now
-        after = apply_proposal(bank, proposal)
-        q_after = quality(after)
-        verdicts = [parse_verdict(s.completion_text) for s in group]
-        for sample, verdict in zip(group, verdicts, strict=True):
-            sample.reward = curator_reward(verdict, q_before, q_after)
-            sample.meta.update({"bank_key": bank.bank_key, "iteration": iteration, "op": proposal.op,
-                                "targets": proposal.targets, "verdict": verdict,
-                                "quality_before": q_before, "quality_after": q_after})
-            counts["curator_unparseable"] += verdict is None
-            samples.append(sample)
-        applied = verdicts[0] == "approve"
-        if applied:
-            bank, q_now = after, q_after
-            counts[f"applied_{proposal.op}"] += 1
-        else:
-            counts[f"rejected_{proposal.op}"] += 1
-        records.append({**proposal.describe(), "verdict": verdicts[0] or "unparseable", "applied": applied,
-                        "quality_before": round(q_before, 6),
-                        "quality_after": round(q_after, 6), "curator_group": group[0].group_id})
-    return bank, samples, records
-
-
 def skill_contract_prompt(bank: Bank, skill: Skill) -> ChatMessages:
     """The `contract` prompt of one skill, built from its evidence (one builder for the round and for
     teacher examples)."""
@@ -194,7 +150,7 @@ def contract_round(caller: ModelCaller, bank: Bank, skill_ids: Sequence[str],
         return []
     prompts = [skill_contract_prompt(bank, skill) for skill in skills]
     groups = call_adapter(caller, "contract", prompts, cfg.group_size, max_tokens,
-                          _group_prefix(bank, iteration))
+                          group_prefix(bank, iteration))
     samples: list[Sample] = []
     for skill, group in zip(skills, groups, strict=True):
         held = heldout_effects.get(skill.id, [])

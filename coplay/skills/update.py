@@ -18,13 +18,16 @@ from coplay.config import SkillBankConfig
 from coplay.skills.boundaries import propose_boundaries
 from coplay.skills.caller import ModelCaller
 from coplay.skills.contracts import instance_passes, update_base_rates
+from coplay.skills.curation import curator_round
 from coplay.skills.heldout import evaluate_bank, segment_all
 from coplay.skills.maintenance import enforce_size, propose_operations, tag_counts
-from coplay.skills.model_rounds import contract_round, curator_round, segment_round
+from coplay.skills.model_rounds import contract_round, segment_round
 from coplay.skills.schema import Bank, BankError, Instance, bank_key_for
 from coplay.skills.segmentation import NEW, Segment, segment_trajectory, skill_profiles
 from coplay.types import Sample, Trajectory
 
+OPERATION_KEYS = ("op", "targets", "new", "verdict", "applied", "quality_before", "quality_after", "reason",
+                  "skills_before", "skills_after")
 DEFAULT_MAX_TOKENS = {"segment": 64, "contract": 256, "curator": 32}
 
 
@@ -79,9 +82,14 @@ def record_usage(bank: Bank, segments: Sequence[Segment], cfg: SkillBankConfig, 
         if seg.label == NEW:
             bank.pending.append(inst)
             counts["new_segments"] += 1
-        else:
-            by_skill.setdefault(seg.label, []).append(inst)
-            counts["skill_segments"] += 1
+            continue
+        by_skill.setdefault(seg.label, []).append(inst)
+        counts["skill_segments"] += 1
+        if not instance_passes(bank.get(seg.label).contract.literals, inst.effects,
+                               cfg.contracts.pass_threshold):
+            counts["poor_fit_segments"] += 1
+            if cfg.maintenance.poor_fit_pending:  # evidence a skill is missing: materialize may find it
+                bank.pending.append(inst)
     bank.pending = bank.pending[-cfg.maintenance.pending_limit:]
     for skill_id in sorted(by_skill):
         skill, instances = bank.get(skill_id), by_skill[skill_id]
@@ -95,6 +103,26 @@ def record_usage(bank: Bank, segments: Sequence[Segment], cfg: SkillBankConfig, 
         for tag, c in tag_counts(instances).items():
             skill.tags[tag] = skill.tags.get(tag, 0) + c
         skill.evidence = (skill.evidence + instances)[-cfg.contracts.evidence_limit:]
+
+
+def maintenance_summary(counts: Counter[str], records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """This update's maintenance in one block: the evidence seen, proposals by kind (sent to the curator,
+    deferred by the caps, rejected as invalid), verdicts, applied and rejected by kind, and the held-out
+    quality change the applied operations caused, per kind."""
+    def by_prefix(prefix: str) -> dict[str, int]:
+        return {k[len(prefix):]: v for k, v in sorted(counts.items()) if k.startswith(prefix) and v}
+
+    delta: Counter[str] = Counter()
+    for r in records:
+        if r.get("applied") and "quality_after" in r:
+            delta[r["op"]] += r["quality_after"] - r["quality_before"]
+    return {"evidence": {**by_prefix("evidence_"), "new_segments": counts["new_segments"],
+                         "poor_fit_segments": counts["poor_fit_segments"]},
+            "proposed": by_prefix("proposed_"), "deferred": by_prefix("deferred_"),
+            "invalid": by_prefix("invalid_"), "verdicts": by_prefix("verdict_"),
+            "applied": by_prefix("applied_"), "rejected": by_prefix("rejected_"),
+            "quality_delta": {op: round(d, 6) for op, d in sorted(delta.items())},
+            "skipped": bool(counts["maintenance_skipped"])}
 
 
 def refreshed_skills(bank: Bank, segments: Sequence[Segment], skip: Sequence[str], limit: int) -> list[str]:
@@ -154,7 +182,10 @@ def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCal
                                  tokens["segment"], counts)
     record_usage(work, flat, cfg, iteration, counts)
 
-    proposals = propose_operations(work, cfg, iteration, trivial)
+    if iteration % cfg.maintenance.every == 0:
+        proposals = propose_operations(work, cfg, iteration, trivial, counts)
+    else:
+        proposals, counts["maintenance_skipped"] = [], 1
     counts["proposals"] += len(proposals)
 
     def quality(candidate: Bank) -> float:
@@ -193,7 +224,8 @@ def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCal
         "trajectories": len(usable), "train_trajectories": len(train), "heldout_trajectories": len(heldout),
         "steps": sum(len(t.steps) for t in usable), "model": model is not None,
         **dict(sorted(counts.items())), **work.metrics,
-        "operations": [{k: r[k] for k in ("op", "targets", "new", "verdict", "applied")} for r in records],
+        "operations": [{k: r[k] for k in OPERATION_KEYS if k in r} for r in records],
+        "maintenance": maintenance_summary(counts, records),
         "samples": dict(Counter(s.adapter for s in samples)),
     }
     return work, samples, report

@@ -29,6 +29,8 @@ ALL_CONFIGS = GAME_CONFIGS + TINY_CONFIGS + SELFPLAY_CONFIGS
 # `coplay demo` and `python -m benchmarks.learning` (which extends the demo's): their own local Ray
 LOCAL_CONFIGS = [CONFIGS / "cpu-2048-learning.yaml", CONFIGS / "demo-2048.yaml",
                  CONFIGS / "demo-2048-smollm2.yaml"]
+# `python -m benchmarks.coevolution` (the ablation, docs/ablations.md): SmolLM2 on the local machine
+COEVOLUTION_CONFIGS = [CONFIGS / "coevolution-2048.yaml", CONFIGS / "coevolution-tetris.yaml"]
 
 
 def _load_train_module():
@@ -42,7 +44,23 @@ train_py = _load_train_module()
 
 
 def test_every_game_has_a_real_and_a_tiny_config_and_nothing_else_is_there():
-    assert sorted(CONFIGS.glob("*.yaml")) == sorted(ALL_CONFIGS + LOCAL_CONFIGS)
+    assert sorted(CONFIGS.glob("*.yaml")) == sorted(ALL_CONFIGS + LOCAL_CONFIGS + COEVOLUTION_CONFIGS)
+
+
+@pytest.mark.parametrize("path", COEVOLUTION_CONFIGS, ids=lambda p: p.stem)
+def test_the_ablation_configs_run_locally_with_smollm2_and_evaluate_the_final_iteration(path):
+    from coplay.config import require_trainable
+
+    cfg = load_config(path)
+    require_trainable(cfg)
+    raw = yaml.safe_load(path.read_text())
+    assert cfg.cluster.address is None and cfg.model.name == "smollm2-135m-instruct"
+    assert cfg.ablation.variant == "full"  # benchmarks.coevolution sets the variant per run
+    # the seeds are written down before any run (coevolution-tetris extends coevolution-2048)
+    assert {"run", "train", "eval"} <= set(yaml.safe_load(COEVOLUTION_CONFIGS[0].read_text())["seeds"])
+    assert cfg.games == [path.stem.split("-", 1)[1]] and cfg.eval.at_start
+    assert cfg.loop.iterations % cfg.eval.every == 0  # benchmarks.coevolution compares final evaluations
+    assert "minutes" in path.read_text() and raw["run"]["name"] == path.stem
 
 
 def test_the_learning_evidence_config_runs_locally_on_cpu_with_seeds_fixed_in_it():

@@ -4,11 +4,13 @@ needs checkpointing, and refuses a config over budget (a small `learner.memory_b
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from scenarios import batch, make_learner
 
-from coplay.config import CoplayConfig
+from coplay.config import ADAPTER_NAMES, CoplayConfig
 from coplay.learn.memory import (
     GIB,
     LearnerMemoryError,
@@ -46,6 +48,29 @@ def test_the_proposer_counts_only_when_the_curriculum_is_on(cfg):
     on = cfg.model_copy(update={"curriculum": cfg.curriculum.model_copy(update={"enabled": True})})
     off_lora = estimate_memory(cfg, dims, world_size=1, on_gpu=False).lora_weights
     assert estimate_memory(on, dims, world_size=1, on_gpu=False).lora_weights == off_lora * 6 // 5
+
+
+def test_adapting_only_the_top_layers_counts_their_lora_weights_and_activations_only(cfg):
+    from coplay.models.loading import load_base_model
+    from coplay.models.lora import attach_adapters
+
+    dims = model_dims(cfg)
+    top = cfg.with_values({f"adapters.{a}.top_layers": 1 for a in ADAPTER_NAMES})
+    base, _ = load_base_model(top.model)
+    policy = attach_adapters(base, dict(top.adapters.items()), ADAPTER_NAMES)
+    lora = sum(p.numel() for n, p in policy.named_parameters() if "lora_" in n)
+    assert lora == sum(dims.lora_parameters(s.r, list(s.target_modules), 1) for _, s in top.adapters.items())
+    assert dims.layers == 2 and 2 * lora == sum(dims.lora_parameters(s.r, list(s.target_modules))
+                                                for _, s in cfg.adapters.items())
+    deep = dataclasses.replace(dims, layers=4)
+
+    def activations(top_layers):
+        spec = cfg.with_values({f"adapters.{a}.top_layers": top_layers for a in ADAPTER_NAMES})
+        return estimate_memory(spec, deep, 1, False).activations
+
+    one, two, four = activations(1), activations(2), activations(4)
+    assert one < two < four == activations(None) == activations(64)  # top_layers >= the model's: all
+    assert four - two == 2 * (two - one)  # each adapted layer keeps the same activations; the rest none
 
 
 def test_an_8b_model_on_2k_tokens_with_micro_batch_8_needs_checkpointing_on_an_80_gib_gpu(cfg):

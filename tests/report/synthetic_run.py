@@ -2,7 +2,8 @@
 as the policy's, `coplay.driver.metrics.iteration_record` for every metrics line (so the lines have exactly
 the loop's shape), banks made by `coplay.skills.update_bank` and saved with `save_bank`, and evaluations
 written by `coplay.eval.protocol.write_eval` from `summarize_eval` (2048 at two iterations, a random-bot
-baseline, and Avalon with win rates).
+baseline, and Avalon with win rates). Each iteration's trajectories are written as a shard, their 2048 steps
+marked with the skills the bank labels them with (what the skill analysis reads).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from coplay.rollout.bot_episodes import play_bot_episodes
 from coplay.runs import RunDir
 from coplay.skills import Bank, update_bank
 from coplay.skills.schema import save_bank
-from coplay.types import BankUpdate, Sample, TrainStep, Trajectory
+from coplay.skills.update import segment_with_bank
+from coplay.types import BankUpdate, Sample, Shard, TrainStep, Trajectory, write_shard
 
 ITERATIONS = 4
 ADAPTERS = ("act", "retrieve", "segment", "contract", "curator")
@@ -41,6 +43,17 @@ def _as_policy(trajs: list[Trajectory], iteration: int, rng: random.Random) -> l
     iteration."""
     return [replace(t, policy="model", iteration=iteration, score=t.score * (0.6 + 0.1 * iteration),
                     samples=_samples(rng, iteration, 10)) for t in trajs]
+
+
+def _run_skills(trajs: list[Trajectory], bank: Bank, cfg: SkillBankConfig) -> None:
+    """Mark the steps as the decision agent records them: each step inside a segment the bank labels with a
+    skill runs that skill, and its last step ends it with success."""
+    for traj in trajs:
+        for seg in segment_with_bank(bank, traj, cfg):
+            if seg.label in bank.skills:
+                for step in traj.steps[seg.start:seg.end]:
+                    step.skill_id = seg.label
+                traj.steps[seg.end - 1].skill_event = "success"
 
 
 def _train(iteration: int, rng: random.Random) -> TrainStep:
@@ -92,6 +105,8 @@ def build_run(root: Path, games_dir_name: str = "synthetic") -> RunDir:
         versions = {a: max(0, k - 2) for a in ADAPTERS}
         data = IterationData(k, trajectories, [], {"2048": bank.version - 1})
         trajectories += [t for t in _league_games(league, k) if t.policy == "model"]
+        _run_skills([t for t in trajectories if t.game == "2048"], bank, bank_cfg)
+        write_shard(run.shard_path(k, 0), Shard(f"it{k}", k, 0, trajectories))
         record = iteration_record(k, data, stats, BankUpdate(reports=[bank_report]), train, versions,
                                   40.0 + 2 * k, {}, league=league.table())
         run.append_metrics(record)

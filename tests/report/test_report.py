@@ -61,10 +61,12 @@ def test_report_is_self_contained_and_holds_every_section(synthetic_report):
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page), \
         "the page references a remote resource"
     assert not re.search(r"url\(\s*['\"]?https?:", page)
-    for section in ("learning", "rewards", "invalid", "learner", "banks", "league", "eval", "throughput",
-                    "config"):
+    for section in ("learning", "rewards", "invalid", "learner", "banks", "skills", "league", "eval",
+                    "throughput", "config"):
         assert f"<section id='{section}'>" in page
-    assert page.count("<figure class='chart'") == 9
+    assert page.count("<figure class='chart'") == 12
+    assert page.count("id='chart-skills-2048-") == 3  # skills per version, tags per version, the policy's use
+    assert page.count("Skill analysis</h2>") == 1  # the embedded bank report does not repeat it
     assert "<h3>avalon after iteration" in page and "<td>act@v0</td>" in page and "<td>expert</td>" in page
     assert "avalon: the learner per role, all iterations" in page and "win rate [95% Wilson]" in page
     assert "avalon win rates" in page and "<td>side:good</td>" in page

@@ -19,8 +19,8 @@ import pytest
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).parent / "artifacts"
 # Charts of the synthetic run: score 2048, score avalon, reward parts, invalid, learner, bank size, bank ops,
-# league, timings.
-EXPECTED_CHARTS = 9
+# skills per version, tags per version, the policy's skill use, league, timings.
+EXPECTED_CHARTS = 12
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None,
                                 reason="Debian's chromium is not installed "

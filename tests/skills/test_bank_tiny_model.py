@@ -1,41 +1,16 @@
 """The skill bank with the real tiny model as its caller (its answers are mostly garbage): the bank stays
 valid, every unusable answer is counted, nothing crashes, and the previous version is untouched.
 
-The caller is the same `FunctionCaller` the SkillBankActor builds, backed here by the `hf` engine (the loop
-tests cover the vLLM path inside Ray)."""
+The caller (`tiny_caller`, tests/skills/conftest.py) is the same `FunctionCaller` the SkillBankActor builds,
+backed here by the `hf` engine (the loop tests cover the vLLM path inside Ray)."""
 
 from __future__ import annotations
 
 import json
 
-import pytest
-
-from coplay.agent.prompts import encode
-from coplay.config import EngineConfig, SkillBankConfig
-from coplay.engines.base import GenerationRequest, SamplingParams
-from coplay.engines.factory import make_engine
+from coplay.config import SkillBankConfig
 from coplay.rollout.bot_episodes import play_bot_episodes
-from coplay.skills import Bank, FunctionCaller, update_bank
-from coplay.skills.caller import Completion
-
-
-@pytest.fixture(scope="module")
-def tiny_caller(tiny_model_config):
-    engine = make_engine(tiny_model_config, EngineConfig(backend="hf", max_model_len=4096))
-
-    def generate(adapter, prompts, n, max_tokens):
-        requests = [GenerationRequest(encode(engine.tokenizer, p), None,
-                                      SamplingParams(temperature=1.0, max_tokens=min(max_tokens, 48)),
-                                      seed=17 * i + j)
-                    for i, p in enumerate(prompts) for j in range(n)]
-        outs = engine.generate(requests)
-        return [[Completion(text=o.text, prompt_ids=list(r.prompt_ids), completion_ids=list(o.token_ids),
-                            logprobs=list(o.logprobs), temperature=1.0, finish_reason=o.finish_reason)
-                 for r, o in zip(requests[i * n:(i + 1) * n], outs[i * n:(i + 1) * n], strict=True)]
-                for i in range(len(prompts))]
-
-    yield FunctionCaller(generate, pass_max_tokens=True)
-    engine.close()
+from coplay.skills import Bank, update_bank
 
 
 def test_bank_stays_valid_and_counts_rejections_with_the_tiny_model(tiny_caller):

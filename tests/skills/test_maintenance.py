@@ -10,6 +10,7 @@ import pytest
 from coplay.config import SkillBankConfig
 from coplay.skills import Bank, FunctionCaller, update_bank
 from coplay.skills.contracts import learn_contract
+from coplay.skills.curation import decide
 from coplay.skills.maintenance import apply_proposal, build_skill, enforce_size, propose_operations
 from coplay.skills.schema import UnknownSkillError
 from tests.skills.synthetic import shard
@@ -130,13 +131,33 @@ def test_curator_approval_is_applied_and_rewarded_by_the_counterfactual(two_skil
     assert delta > 0  # one fewer skill, same pass rate and coverage: the size penalty shrinks
 
 
-def test_an_unparseable_curator_answer_is_a_rejection():
+def test_an_unparseable_curator_answer_is_a_rejection_when_the_fallback_is_reject():
     caller = scripted({"segment": "", "curator": "I think that maybe", "contract": ""})
-    new, samples, report = update_bank(Bank("2048"), shard(8), caller, CFG, iteration=1)
+    cfg = CFG.with_values({"maintenance.unparseable_verdict": "reject"})
+    new, samples, report = update_bank(Bank("2048"), shard(8), caller, cfg, iteration=1)
     assert new.skills == {} and report["curator_unparseable"] == CFG.group_size * report["proposals"] > 0
-    assert all(op["verdict"] == "unparseable" and not op["applied"] for op in new.operations)
+    assert all(op["verdict"] == "fallback_reject" and not op["applied"] for op in new.operations)
+    assert report["maintenance"]["verdicts"] == {"fallback_reject": report["proposals"]}
     assert len(new.pending) > 0  # the NEW instances wait for a later verdict
     assert all(s.reward <= 0 for s in samples if s.adapter == "curator")
+
+
+def test_an_unparseable_curator_answer_falls_back_to_the_quality_gate():
+    caller = scripted({"segment": "", "curator": "I think that maybe", "contract": ""})
+    new, samples, report = update_bank(Bank("2048"), shard(8), caller, CFG, iteration=1)
+    assert report["proposals"] > 0 and new.operations
+    for op in new.operations:  # approved exactly when the held-out quality did not drop
+        assert op["verdict"] == ("fallback_approve" if op["applied"] else "fallback_reject")
+        assert op["applied"] == (op["quality_after"] >= op["quality_before"])
+    assert len(new.skills) == report["applied_materialize"] > 0
+    assert all(s.reward <= 0 for s in samples if s.adapter == "curator")  # no verdict still earns nothing
+
+
+def test_the_first_sample_with_a_verdict_decides():
+    assert decide([None, "reject", "approve"], 0.5, 0.9, "quality") == ("reject", False)
+    assert decide([None, None], 0.5, 0.4, "quality") == ("fallback_reject", False)
+    assert decide([None], 0.5, 0.5, "quality") == ("fallback_approve", True)
+    assert decide([], 0.1, 0.9, "reject") == ("fallback_reject", False)
 
 
 def test_bank_size_is_bounded(two_skill_bank):

@@ -215,7 +215,8 @@ def test_bank_show_and_report(bank1, tmp_path):
     with pytest.raises(BankError, match="no banks for game 'tetris'"):
         show_bank(run.root, game="tetris")
     page = write_bank_report(run.root).read_text()
-    assert page.count("<svg") == 2 and "Operations per version" in page  # size and pass-rate charts, inline
+    # size and pass-rate charts, and the skill analysis's skills and tags per version, all inline
+    assert page.count("<svg") == 4 and "Operations per version" in page and "Skill analysis" in page
     assert all(sid in page for sid in bank2.skills) and "materialize" in page
 
 

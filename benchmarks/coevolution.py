@@ -1,0 +1,241 @@
+"""COS-PLAY's ablation (issue #17): does co-evolving the bank with the policy beat the variants that turn
+parts off? Runs chosen `ablation.variant`s (docs/ablations.md) on chosen single-player games, each a real
+`coplay.loop.train` from the same config, so every variant sees the same training and evaluation seeds and
+the same evaluation protocol (`coplay.eval`: `eval.episodes` episodes on `seeds.eval`, at
+`eval.temperature`; `eval.at_start` gives iteration 0, after the cold start). `base` trains nothing: the base
+model without adapters and without skills is evaluated once on the same protocol (a flat line in the plot).
+
+Writes under `--out` (default benchmarks/results/) one table, `coevolution[-quick].json` and `.md` (per game
+and variant: mean final evaluation score, its 95% t-interval, and the difference to `full` with a Welch 95%
+interval, as `coplay eval --compare` computes it), and one plot, `coevolution[-quick].png` (evaluation score
+over iterations per variant, one panel per game). The JSON records the command, commit, config sizes and
+seconds per run; run folders stay under `run.out_dir`.
+
+    python -m benchmarks.coevolution --variants full,grpo_no_bank,sft_only --games 2048,tetris
+    python -m benchmarks.coevolution --quick     # tiny model, 2 iterations, 2 variants: a smoke in ~1 minute
+
+Config per game: `--config PATH` (with `games=[<game>]`), else launch/configs/coevolution-<game>.yaml; dotted
+overrides after the options apply to every run. `sft_final_bank` reads the bank of `--bank-from RUN_DIR`, or,
+when `full` ran first in the same call, that run's final bank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.learning import _commit, differences
+
+VARIANT_ORDER = ("full", "sft_only", "sft_first_bank", "sft_final_bank", "grpo_no_bank", "grpo_first_bank",
+                 "base")
+QUICK_CONFIG = "launch/configs/tiny-2048.yaml"
+QUICK = ["sft.episodes_per_game=2", "sft.max_steps=6", "sft.max_examples_per_adapter=8", "sft.epochs=1",
+         "rollout.max_steps=3", "rollout.start_states=1", "rollout.group_size=2", "loop.iterations=2",
+         "eval.every=2", "eval.episodes=2", "loop.checkpoint_every=1", "logging.console=false",
+         "skill_bank.group_size=2"]
+
+
+def run_config(config: str | None, game: str, quick: bool) -> str:
+    if config:
+        return config
+    return QUICK_CONFIG if quick else f"launch/configs/coevolution-{game}.yaml"
+
+
+def sizes(cfg: Any) -> dict[str, Any]:
+    """What makes a run long: the figures a reader needs to compare runs."""
+    return {"model": cfg.model.name, "iterations": cfg.loop.iterations,
+            "start_states": cfg.rollout.start_states, "group_size": cfg.rollout.group_size,
+            "max_steps": cfg.rollout.max_steps,
+            "sft_episodes": cfg.sft.episodes_per_game, "sft_epochs": cfg.sft.epochs,
+            "eval_every": cfg.eval.every, "eval_episodes": cfg.eval.episodes,
+            "eval_temperature": cfg.eval.temperature,
+            "eval_seeds": [cfg.seeds.eval.start, cfg.seeds.eval.start + cfg.eval.episodes]}
+
+
+def eval_curve(run_root: Path, game: str) -> list[dict[str, Any]]:
+    """The run's evaluations per iteration (`eval/it<k>.json`; 0 = after the cold start)."""
+    points = []
+    for path in sorted((run_root / "eval").glob("it*.json")):
+        body = json.loads(path.read_text())
+        if game in body.get("results", {}):
+            points.append({"iteration": int(body["meta"]["iteration"]), **body["results"][game]["score"]})
+    return sorted(points, key=lambda p: p["iteration"])
+
+
+def run_variant(config: str, game: str, variant: str, overrides: list[str]) -> dict[str, Any]:
+    """One training run of `variant` (or, for `base`, one evaluation of the base model); its curve."""
+    from coplay.config import ConfigError, load_config
+
+    cfg = load_config(config, [f"games=[{game}]", *overrides, f"ablation.variant={variant}",
+                               "eval.at_start=true", f"run.name=coevolution-{game}-{variant}"])
+    if not cfg.eval.every or cfg.loop.iterations % cfg.eval.every:
+        raise ConfigError(f"eval.every={cfg.eval.every}: must divide loop.iterations={cfg.loop.iterations}, "
+                          f"so the final iteration is evaluated")
+    started = time.time()
+    if variant == "base":
+        from coplay.eval.runner import evaluate_locally, open_engine
+
+        engine = open_engine(cfg)
+        try:
+            results, _ = evaluate_locally(cfg, "model", engine=engine, versions={"act": 0, "retrieve": 0})
+        finally:
+            engine.close()
+        score = results[game]["score"]
+        curve = [{"iteration": k, **score} for k in (0, cfg.loop.iterations)]
+        run_dir = None
+    else:
+        from coplay.loop import train
+
+        run_root = Path(train(cfg))
+        curve, run_dir = eval_curve(run_root, game), str(run_root)
+    result = {"variant": variant, "game": game, "config": config, "sizes": sizes(cfg), "run_dir": run_dir,
+              "seconds": round(time.time() - started, 1), "curve": curve, "final": curve[-1]}
+    if run_dir is not None:
+        result.update(bank_evidence(Path(run_dir)))
+    return result
+
+
+def bank_evidence(run_root: Path) -> dict[str, Any]:
+    """What the bank did in a run: the `maintenance` block of every iteration's metrics line, the
+    curator-approved operations in total, and the run's skill analysis (`coplay bank report --json`)."""
+    from coplay.report.skill_analysis import load_skill_analysis
+    from coplay.report.skill_views import analysis_json
+    from coplay.runs import RunDir
+
+    per_iteration = []
+    for record in RunDir.open(run_root).read_metrics():
+        if "maintenance" in record and "iteration" in record:
+            per_iteration.append({"iteration": record["iteration"], **record["maintenance"]})
+    approved = sum(sum(m.get("applied", {}).values()) for m in per_iteration)
+    return {"maintenance": per_iteration, "approved_operations": approved,
+            "skill_analysis": json.loads(analysis_json(load_skill_analysis(run_root)))}
+
+
+def table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per game and variant: the final evaluation and its difference to `full` (Welch 95%)."""
+    rows = []
+    for run in runs:
+        final = run["final"]
+        full = next((r for r in runs if r["game"] == run["game"] and r["variant"] == "full"), None)
+        diff = (differences(final, full["final"]) if full is not None and run["variant"] != "full"
+                else None)
+        rows.append({"game": run["game"], "variant": run["variant"], "n": final["n"], "mean": final["mean"],
+                     "ci95": [final["ci_low"], final["ci_high"]], "iteration": final["iteration"],
+                     "minus_full": diff, "seconds": run["seconds"]})
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]], command: str) -> str:
+    lines = [f"Command: `{command}`", "",
+             "| game | variant | final eval score (mean) | 95% CI | n | minus full | Welch 95% CI "
+             "| seconds |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        d = r["minus_full"]
+        diff = f"{d['difference']:+.1f}" if d else "-"
+        ci = f"[{d['ci95'][0]:+.1f}, {d['ci95'][1]:+.1f}]" if d and d["ci95"] else "-"
+        lines.append(f"| {r['game']} | {r['variant']} | {r['mean']:.1f} | [{r['ci95'][0]:.1f}, "
+                     f"{r['ci95'][1]:.1f}] | {r['n']} | {diff} | {ci} | {r['seconds']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(path: Path, runs: list[dict[str, Any]], games: list[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(games), figsize=(6 * len(games), 4), squeeze=False)
+    for ax, game in zip(axes[0], games, strict=True):
+        for run in (r for r in runs if r["game"] == game):
+            color = f"C{VARIANT_ORDER.index(run['variant'])}"
+            xs = [p["iteration"] for p in run["curve"]]
+            style = "--" if run["variant"] == "base" else "-"
+            ax.plot(xs, [p["mean"] for p in run["curve"]], style, marker="o", color=color,
+                    label=run["variant"])
+            ax.fill_between(xs, [p["ci_low"] for p in run["curve"]], [p["ci_high"] for p in run["curve"]],
+                            color=color, alpha=0.15)
+        ax.set_title(game)
+        ax.set_xlabel("iteration (0 = after the cold start)")
+        ax.set_ylabel("eval score (mean, 95% t-interval)")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_results(out: Path, stem: str, command: str, started: float, games: list[str], variants: list[str],
+                  runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The table (JSON, Markdown) and the plot of the runs so far: rewritten after every run, so a long call
+    that stops early keeps what finished."""
+    out.mkdir(parents=True, exist_ok=True)
+    summary = {"command": command, "commit": _commit(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+               "total_seconds": round(time.time() - started, 1), "games": games, "variants": variants,
+               "complete": len(runs) == len(games) * len(variants), "table": table(runs), "runs": runs}
+    (out / f"{stem}.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    (out / f"{stem}.md").write_text(markdown(summary["table"], command))
+    plot(out / f"{stem}.png", runs, sorted({r["game"] for r in runs}, key=games.index))
+    return summary
+
+
+def parse_list(text: str, allowed: tuple[str, ...] | None, what: str) -> list[str]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in items if allowed is not None and x not in allowed]
+    if bad or not items:
+        raise SystemExit(f"--{what} {text!r}: expected a comma-separated list of {list(allowed or [])}")
+    return items
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--variants", default=None, help="default full,grpo_no_bank,sft_only "
+                                                         "(--quick: full,grpo_no_bank)")
+    parser.add_argument("--games", default=None, help="default 2048,tetris (--quick: 2048)")
+    parser.add_argument("--config", default=None, help="base config for every game (default: per game "
+                                                       "launch/configs/coevolution-<game>.yaml)")
+    parser.add_argument("--bank-from", default=None, help="sft_final_bank: a finished run folder")
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--name", default=None, help="file stem of the table and plot (default coevolution, "
+                                                     "or coevolution-quick)")
+    parser.add_argument("--quick", action="store_true", help="smoke: tiny model, 2 iterations, 2 variants")
+    parser.add_argument("overrides", nargs="*", help="dotted config overrides for every run")
+    args = parser.parse_args(argv)
+    import coplay_envs
+    from coplay.config import GAME_KEYS
+
+    default_variants = "full,grpo_no_bank" if args.quick else "full,grpo_no_bank,sft_only"
+    variants = parse_list(args.variants or default_variants, VARIANT_ORDER, "variants")
+    games = parse_list(args.games or ("2048" if args.quick else "2048,tetris"), GAME_KEYS, "games")
+    multi = [g for g in games if coplay_envs.seats(g)]
+    if multi:
+        raise SystemExit(f"--games: {multi} are multi-seat; the ablation is over single-player games")
+    variants = sorted(variants, key=VARIANT_ORDER.index)  # full first: sft_final_bank may read its bank
+    overrides = [*(QUICK if args.quick else []), *args.overrides]
+    command = " ".join(["python -m benchmarks.coevolution", *(argv if argv is not None else sys.argv[1:])])
+    started, runs = time.time(), []
+    out, stem = Path(args.out), args.name or ("coevolution-quick" if args.quick else "coevolution")
+    for game in games:
+        config = run_config(args.config, game, args.quick)
+        for variant in variants:
+            extra = []
+            if variant == "sft_final_bank":
+                full = next((r for r in runs if r["game"] == game and r["variant"] == "full"), None)
+                bank_from = args.bank_from or (full["run_dir"] if full else None)
+                if not bank_from:
+                    raise SystemExit("sft_final_bank needs --bank-from RUN_DIR, or `full` in --variants")
+                extra = [f"ablation.bank_from={bank_from}"]
+            runs.append(run_variant(config, game, variant, [*overrides, *extra]))
+            print(json.dumps({k: runs[-1][k] for k in ("game", "variant", "seconds", "final")}), flush=True)
+            summary = write_results(out, stem, command, started, games, variants, runs)  # after every run
+    print(markdown(summary["table"], command))
+    print(json.dumps({"table": str(out / f"{stem}.json"), "plot": str(out / f"{stem}.png"),
+                      "total_seconds": summary["total_seconds"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

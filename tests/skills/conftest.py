@@ -1,0 +1,32 @@
+"""Fixtures of the skill-bank tests: the real tiny model as the bank's caller."""
+
+from __future__ import annotations
+
+import pytest
+
+from coplay.agent.prompts import encode
+from coplay.config import EngineConfig
+from coplay.engines.base import GenerationRequest, SamplingParams
+from coplay.engines.factory import make_engine
+from coplay.skills import FunctionCaller
+from coplay.skills.caller import Completion
+
+
+@pytest.fixture(scope="session")
+def tiny_caller(tiny_model_config):
+    """The tiny model on the `hf` engine answering the bank's prompts (mostly garbage: it is untrained)."""
+    engine = make_engine(tiny_model_config, EngineConfig(backend="hf", max_model_len=4096))
+
+    def generate(adapter, prompts, n, max_tokens):
+        requests = [GenerationRequest(encode(engine.tokenizer, p), None,
+                                      SamplingParams(temperature=1.0, max_tokens=min(max_tokens, 48)),
+                                      seed=17 * i + j)
+                    for i, p in enumerate(prompts) for j in range(n)]
+        outs = engine.generate(requests)
+        return [[Completion(text=o.text, prompt_ids=list(r.prompt_ids), completion_ids=list(o.token_ids),
+                            logprobs=list(o.logprobs), temperature=1.0, finish_reason=o.finish_reason)
+                 for r, o in zip(requests[i * n:(i + 1) * n], outs[i * n:(i + 1) * n], strict=True)]
+                for i in range(len(prompts))]
+
+    yield FunctionCaller(generate, pass_max_tokens=True)
+    engine.close()

@@ -72,6 +72,10 @@ def run_variant(config: str, game: str, variant: str, overrides: list[str]) -> d
 
     cfg = load_config(config, [f"games=[{game}]", *overrides, f"ablation.variant={variant}",
                                "eval.at_start=true", f"run.name=coevolution-{game}-{variant}"])
+    if variant != "base" and not cfg.ablation.trains_grpo and not cfg.ablation.updates_bank:
+        # nothing changes between iterations (no learner step, no bank update): one iteration evaluates the
+        # same policy the longer runs would, for a fraction of the time
+        cfg = cfg.with_values({"loop.iterations": 1, "eval.every": 1, "loop.checkpoint_every": 1})
     if not cfg.eval.every or cfg.loop.iterations % cfg.eval.every:
         raise ConfigError(f"eval.every={cfg.eval.every}: must divide loop.iterations={cfg.loop.iterations}, "
                           f"so the final iteration is evaluated")

@@ -20,6 +20,8 @@ def active_adapters(curriculum_enabled: bool) -> tuple[str, ...]:
     curriculum is on (a sixth LoRA costs every run memory, optimizer steps and engine slots)."""
     return ADAPTER_NAMES if curriculum_enabled else tuple(a for a in ADAPTER_NAMES
                                                           if a not in CURRICULUM_ADAPTERS)
+
+
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 

@@ -28,7 +28,7 @@ SELFPLAY_CONFIGS = [CONFIGS / "diplomacy-selfplay.yaml", CONFIGS / "avalon-selfp
 ALL_CONFIGS = GAME_CONFIGS + TINY_CONFIGS + SELFPLAY_CONFIGS
 # `coplay demo` and `python -m benchmarks.learning` (which extends the demo's): their own local Ray
 LOCAL_CONFIGS = [CONFIGS / "cpu-2048-learning.yaml", CONFIGS / "demo-2048.yaml",
-                 CONFIGS / "demo-2048-smollm2.yaml"]
+                 CONFIGS / "demo-2048-smollm2.yaml", CONFIGS / "tiny-2048-maintenance.yaml"]
 # `python -m benchmarks.coevolution` (the ablation, docs/ablations.md): SmolLM2 on the local machine
 COEVOLUTION_CONFIGS = [CONFIGS / "coevolution-2048.yaml", CONFIGS / "coevolution-tetris.yaml"]
 
@@ -132,7 +132,7 @@ def test_selfplay_configs_are_cluster_scale_with_an_opponent_pool(path):
     pool = cfg.rollout.opponents
     assert cfg.rollout.workers >= 16 and cfg.learner.ranks >= 4
     assert pool.current > 0 and pool.frozen > 0 and pool.expert > 0
-    assert cfg.engine.max_loras >= 2 * len(cfg.adapters) + 4, "room for frozen opponents' adapters"
+    assert cfg.engine.max_loras >= 2 * len(cfg.active_adapters) + 4, "room for frozen opponents' adapters"
 
 
 @pytest.mark.parametrize("path", SELFPLAY_CONFIGS, ids=lambda p: p.stem)

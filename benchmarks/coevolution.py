@@ -186,6 +186,27 @@ def write_results(out: Path, stem: str, command: str, started: float, games: lis
     return summary
 
 
+def combine(paths: list[str], out: Path, stem: str, argv: list[str] | None) -> int:
+    """One table and plot from the runs of several results files (each keeps its own command and commit
+    under `sources`)."""
+    runs, sources = [], []
+    for path in paths:
+        body = json.loads(Path(path).read_text())
+        runs += body["runs"]
+        sources.append({k: body.get(k) for k in ("command", "commit", "created", "total_seconds")} |
+                       {"file": path})
+    games = list(dict.fromkeys(r["game"] for r in runs))
+    variants = sorted({r["variant"] for r in runs}, key=VARIANT_ORDER.index)
+    runs.sort(key=lambda r: (games.index(r["game"]), VARIANT_ORDER.index(r["variant"])))
+    command = " ".join(["python -m benchmarks.coevolution", *(argv if argv is not None else sys.argv[1:])])
+    summary = write_results(out, stem, command, time.time(), games, variants, runs)
+    summary["sources"] = sources
+    summary["total_seconds"] = round(sum(r["seconds"] for r in runs), 1)
+    (out / f"{stem}.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    print(markdown(summary["table"], command))
+    return 0
+
+
 def parse_list(text: str, allowed: tuple[str, ...] | None, what: str) -> list[str]:
     items = [x.strip() for x in text.split(",") if x.strip()]
     bad = [x for x in items if allowed is not None and x not in allowed]
@@ -205,12 +226,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--name", default=None, help="file stem of the table and plot (default coevolution, "
                                                      "or coevolution-quick)")
+    parser.add_argument("--combine", nargs="+", default=None, metavar="RESULTS_JSON",
+                        help="no runs: one table and plot (under --out, stem --name) from the runs of "
+                             "earlier results files, e.g. variants run by separate calls")
     parser.add_argument("--quick", action="store_true", help="smoke: tiny model, 2 iterations, 2 variants")
     parser.add_argument("overrides", nargs="*", help="dotted config overrides for every run")
     args = parser.parse_args(argv)
     import coplay_envs
     from coplay.config import GAME_KEYS
 
+    if args.combine:
+        return combine(args.combine, Path(args.out), args.name or "coevolution", argv)
     default_variants = "full,grpo_no_bank" if args.quick else "full,grpo_no_bank,sft_only"
     variants = parse_list(args.variants or default_variants, VARIANT_ORDER, "variants")
     games = parse_list(args.games or ("2048" if args.quick else "2048,tetris"), GAME_KEYS, "games")

@@ -191,16 +191,16 @@ def resume_point(run: RunDir, cfg: CoplayConfig) -> ResumePoint:
     if iteration > last:
         raise RunDirError(f"{run.root}: its checkpoint is after iteration {iteration}, beyond "
                           f"loop.iterations={last}")
-    kept = run.record_config(cfg.to_yaml())
-    if kept is not None:
-        print(f"coplay train: config.yaml now holds the config this resume runs with; the previous one is "
-              f"{kept.name}", file=sys.stderr)
     removed = drop_versions_after(run, extra)
     if removed:
         print(f"coplay train: removed {len(removed)} version(s) published after {ckpt.name} (they are made "
               f"again): {', '.join(removed)}", file=sys.stderr)
     verify_artifacts(run)
     _cut_torn(run)
+    kept = run.record_config(cfg.to_yaml())  # only once the folder is known good: nothing else changed
+    if kept is not None:
+        print(f"coplay train: config.yaml now holds the config this resume runs with; the previous one is "
+              f"{kept.name}", file=sys.stderr)
     return ResumePoint(ckpt, iteration, step)
 
 

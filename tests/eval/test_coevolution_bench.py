@@ -65,3 +65,19 @@ def test_the_runs_did_what_their_variant_says(quick, tiny_model_config):
     assert second["grpo_no_bank"]["bank_sizes"] == {}  # no bank update was requested
     assert "2048" in second["full"]["bank_sizes"]
     assert second["grpo_no_bank"]["train"]["learner_step"] >= 1  # GRPO still trains
+
+
+def test_results_of_separate_calls_combine_into_one_table(quick, tmp_path):
+    from benchmarks.coevolution import main
+
+    summary = json.loads((quick / "coevolution-quick.json").read_text())
+    assert summary["runs"] and all("approved_operations" in r for r in summary["runs"])
+    parts = []
+    for k, run in enumerate(summary["runs"]):  # as if each variant had been run by its own call
+        part = tmp_path / f"part{k}.json"
+        part.write_text(json.dumps({**summary, "runs": [run]}))
+        parts.append(str(part))
+    assert main(["--combine", *reversed(parts), "--out", str(tmp_path / "out"), "--name", "both"]) == 0
+    both = json.loads((tmp_path / "out" / "both.json").read_text())
+    assert both["table"] == summary["table"] and len(both["sources"]) == len(parts)
+    assert (tmp_path / "out" / "both.png").is_file() and (tmp_path / "out" / "both.md").is_file()

@@ -1,15 +1,17 @@
-"""Fixtures of the skill-bank tests: the real tiny model as the bank's caller."""
+"""Fixtures of the skill-bank tests: the real tiny model as the bank's caller, and a small bank learned from
+the synthetic behaviours (tests/skills/synthetic.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from coplay.agent.prompts import encode
-from coplay.config import EngineConfig
+from coplay.config import EngineConfig, SkillBankConfig
 from coplay.engines.base import GenerationRequest, SamplingParams
 from coplay.engines.factory import make_engine
-from coplay.skills import FunctionCaller
+from coplay.skills import Bank, FunctionCaller, update_bank
 from coplay.skills.caller import Completion
+from tests.skills.synthetic import shard
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +32,11 @@ def tiny_caller(tiny_model_config):
 
     yield FunctionCaller(generate, pass_max_tokens=True)
     engine.close()
+
+
+@pytest.fixture(scope="module")
+def two_skill_bank() -> Bank:
+    """The deterministic bank of 8 synthetic episodes: two skills (MERGE: x rises; BUILD: y falls)."""
+    bank, _, _ = update_bank(Bank("2048"), shard(8), None, SkillBankConfig(), iteration=1)
+    assert len(bank.skills) == 2
+    return bank

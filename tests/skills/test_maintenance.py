@@ -18,13 +18,6 @@ from tests.skills.synthetic import shard
 CFG = SkillBankConfig()
 
 
-@pytest.fixture(scope="module")
-def two_skill_bank() -> Bank:
-    bank, _, _ = update_bank(Bank("2048"), shard(8), None, CFG, iteration=1)
-    assert len(bank.skills) == 2
-    return bank
-
-
 def scripted(answers: dict[str, str]) -> FunctionCaller:
     """A test double for the model's answers: the same text for every prompt of an adapter."""
     return FunctionCaller(lambda adapter, prompts, n: [[answers[adapter]] * n for _ in prompts])

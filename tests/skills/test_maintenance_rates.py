@@ -20,13 +20,6 @@ from tests.skills.synthetic import shard
 CFG = SkillBankConfig()
 
 
-@pytest.fixture(scope="module")
-def two_skill_bank() -> Bank:
-    bank, _, _ = update_bank(Bank("2048"), shard(8), None, CFG, iteration=1)
-    assert len(bank.skills) == 2
-    return bank
-
-
 def _with_duplicate(bank: Bank) -> Bank:
     bank = bank.copy()
     dup = copy.deepcopy(next(iter(bank.skills.values())))

@@ -119,17 +119,32 @@ def bank_evidence(run_root: Path) -> dict[str, Any]:
             "skill_analysis": json.loads(analysis_json(load_skill_analysis(run_root)))}
 
 
+# The evaluation after the cold start (iteration 0) of a GRPO variant is the policy of an SFT variant: the
+# same teacher data, seeds and SFT, before any learner step or bank update.
+COLD_START_OF = {"grpo_no_bank": "sft_only", "grpo_first_bank": "sft_first_bank", "full": "sft_first_bank"}
+
+
 def table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per game and variant: the final evaluation and its difference to `full` (Welch 95%)."""
+    """Per game and variant: the final evaluation and its difference to `full` (Welch 95%). An SFT variant
+    that did not run itself is read off the iteration-0 evaluation of a GRPO run that starts from its
+    policy (`COLD_START_OF`), marked `from`."""
     rows = []
-    for run in runs:
-        final = run["final"]
+
+    def row(run: dict[str, Any], variant: str, point: dict[str, Any], source: str | None) -> None:
         full = next((r for r in runs if r["game"] == run["game"] and r["variant"] == "full"), None)
-        diff = (differences(final, full["final"]) if full is not None and run["variant"] != "full"
-                else None)
-        rows.append({"game": run["game"], "variant": run["variant"], "n": final["n"], "mean": final["mean"],
-                     "ci95": [final["ci_low"], final["ci_high"]], "iteration": final["iteration"],
-                     "minus_full": diff, "seconds": run["seconds"]})
+        diff = differences(point, full["final"]) if full is not None and variant != "full" else None
+        rows.append({"game": run["game"], "variant": variant, "n": point["n"], "mean": point["mean"],
+                     "ci95": [point["ci_low"], point["ci_high"]], "iteration": point["iteration"],
+                     "minus_full": diff, "seconds": run["seconds"] if source is None else None,
+                     "from": source})
+
+    for run in runs:
+        row(run, run["variant"], run["final"], None)
+    for run in runs:
+        derived, start = COLD_START_OF.get(run["variant"]), run["curve"][0] if run["curve"] else None
+        ran = {(r["game"], r["variant"]) for r in runs} | {(r["game"], r["variant"]) for r in rows}
+        if derived and start is not None and start["iteration"] == 0 and (run["game"], derived) not in ran:
+            row(run, derived, start, f"{run['variant']} at iteration 0")
     return rows
 
 
@@ -142,8 +157,10 @@ def markdown(rows: list[dict[str, Any]], command: str) -> str:
         d = r["minus_full"]
         diff = f"{d['difference']:+.1f}" if d else "-"
         ci = f"[{d['ci95'][0]:+.1f}, {d['ci95'][1]:+.1f}]" if d and d["ci95"] else "-"
-        lines.append(f"| {r['game']} | {r['variant']} | {r['mean']:.1f} | [{r['ci95'][0]:.1f}, "
-                     f"{r['ci95'][1]:.1f}] | {r['n']} | {diff} | {ci} | {r['seconds']:.0f} |")
+        variant = f"{r['variant']} ({r['from']})" if r.get("from") else r["variant"]
+        seconds = f"{r['seconds']:.0f}" if r.get("seconds") is not None else "-"
+        lines.append(f"| {r['game']} | {variant} | {r['mean']:.1f} | [{r['ci95'][0]:.1f}, "
+                     f"{r['ci95'][1]:.1f}] | {r['n']} | {diff} | {ci} | {seconds} |")
     return "\n".join(lines) + "\n"
 
 

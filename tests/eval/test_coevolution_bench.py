@@ -36,7 +36,7 @@ def test_quick_writes_one_table_with_every_variant_and_the_difference_to_full(qu
     diff = rows["grpo_no_bank"]["minus_full"]
     assert diff["difference"] == pytest.approx(rows["grpo_no_bank"]["mean"] - rows["full"]["mean"])
     assert diff["ci95"] is not None and diff["ci95"][0] <= diff["difference"] <= diff["ci95"][1]
-    assert all(r["n"] == 2 and r["iteration"] == 2 for r in rows.values() if not r["from"])  # final evaluation
+    assert all(r["n"] == 2 and r["iteration"] == 2 for r in rows.values() if not r["from"])  # final
     assert summary["command"].startswith("python -m benchmarks.coevolution --quick")
     for run in summary["runs"]:
         assert run["sizes"]["iterations"] == 2 and run["seconds"] > 0

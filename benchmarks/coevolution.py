@@ -190,13 +190,14 @@ def plot(path: Path, runs: list[dict[str, Any]], games: list[str]) -> None:
 
 
 def write_results(out: Path, stem: str, command: str, started: float, games: list[str], variants: list[str],
-                  runs: list[dict[str, Any]]) -> dict[str, Any]:
+                  runs: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The table (JSON, Markdown) and the plot of the runs so far: rewritten after every run, so a long call
-    that stops early keeps what finished."""
+    that stops early keeps what finished. `extra` keys go into the JSON as they are."""
     out.mkdir(parents=True, exist_ok=True)
     summary = {"command": command, "commit": _commit(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                "total_seconds": round(time.time() - started, 1), "games": games, "variants": variants,
-               "complete": len(runs) == len(games) * len(variants), "table": table(runs), "runs": runs}
+               "complete": len(runs) == len(games) * len(variants), "table": table(runs), "runs": runs,
+               **(extra or {})}
     (out / f"{stem}.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     (out / f"{stem}.md").write_text(markdown(summary["table"], command))
     plot(out / f"{stem}.png", runs, sorted({r["game"] for r in runs}, key=games.index))
@@ -216,10 +217,8 @@ def combine(paths: list[str], out: Path, stem: str, argv: list[str] | None) -> i
     variants = sorted({r["variant"] for r in runs}, key=VARIANT_ORDER.index)
     runs.sort(key=lambda r: (games.index(r["game"]), VARIANT_ORDER.index(r["variant"])))
     command = " ".join(["python -m benchmarks.coevolution", *(argv if argv is not None else sys.argv[1:])])
-    summary = write_results(out, stem, command, time.time(), games, variants, runs)
-    summary["sources"] = sources
-    summary["total_seconds"] = round(sum(r["seconds"] for r in runs), 1)
-    (out / f"{stem}.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    extra = {"sources": sources, "total_seconds": round(sum(r["seconds"] for r in runs), 1)}
+    summary = write_results(out, stem, command, time.time(), games, variants, runs, extra)
     print(markdown(summary["table"], command))
     return 0
 

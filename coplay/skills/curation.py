@@ -79,6 +79,7 @@ def curator_round(caller: ModelCaller | None, bank: Bank, proposals: Sequence[Pr
                               group_prefix(bank, iteration))
     samples: list[Sample] = []
     q_now = quality(bank) if valid else 0.0
+    fp_now = skills_fingerprint(bank) if valid else ""  # the bank's quality and fingerprint, carried along
     for proposal, group in zip(valid, groups, strict=True):
         reason = invalid_reason(bank, proposal, cfg)  # an earlier approved operation may have changed it
         if reason is not None:
@@ -86,7 +87,7 @@ def curator_round(caller: ModelCaller | None, bank: Bank, proposals: Sequence[Pr
             records.append({**proposal.describe(), "verdict": "invalid", "applied": False, "reason": reason})
             continue
         after = apply_proposal(bank, proposal)
-        q_before, q_after, fp_before = q_now, quality(after), skills_fingerprint(bank)
+        q_before, q_after, fp_before = q_now, quality(after), fp_now
         verdicts = [parse_verdict(s.completion_text) for s in group]
         for sample, verdict in zip(group, verdicts, strict=True):
             sample.reward = curator_reward(verdict, q_before, q_after)
@@ -102,10 +103,10 @@ def curator_round(caller: ModelCaller | None, bank: Bank, proposals: Sequence[Pr
         counts[f"verdict_{verdict}"] += 1
         counts[f"{'applied' if applied else 'rejected'}_{proposal.op}"] += 1
         if applied:
-            bank, q_now = after, q_after
+            bank, q_now, fp_now = after, q_after, skills_fingerprint(after)
         record = {**proposal.describe(), "verdict": verdict, "applied": applied,
                   "quality_before": round(q_before, 6), "quality_after": round(q_after, 6),
-                  "skills_before": fp_before, "skills_after": skills_fingerprint(bank)}
+                  "skills_before": fp_before, "skills_after": fp_now}
         if group:
             record["curator_group"] = group[0].group_id
         records.append(record)

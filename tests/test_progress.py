@@ -40,3 +40,21 @@ def _vllm_level(verbose: bool) -> int:
 def test_vllm_logs_warnings_only_unless_verbose():
     assert _vllm_level(False) == 30
     assert _vllm_level(True) == 20
+
+
+def test_a_long_phase_in_a_log_reports_its_count_while_it_runs(monkeypatch, capsys):
+    """Without a terminal (`ray job logs`, a file) a sized phase prints a count line while it advances,
+    not only its start and end lines: the cold-start SFT of a real model runs for minutes."""
+    from coplay.driver import progress
+
+    monkeypatch.setattr(progress, "LOG_EVERY_S", 0.0)
+    progress.set_enabled(True)
+    with progress.phase("cold start: SFT of 9 examples", unit="batches") as bar:
+        bar.set_total(3)
+        bar.advance(2)
+        bar.advance()
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "cold start: SFT of 9 examples ..."
+    assert err[1].startswith("cold start: SFT of 9 examples: 2/3 batches, ")
+    assert err[2].startswith("cold start: SFT of 9 examples: 3/3 batches, ")
+    assert err[3].startswith("cold start: SFT of 9 examples: done in ")

@@ -61,6 +61,8 @@ class LearnerRankImpl:
         self.listener: Any = None
         self.master: tuple[str, int] | None = None
         self.learner: Any = None
+        self.sft_session: Any = None
+        self.sft_examples: dict[str, int] = {}
 
     def check_memory(self) -> str:
         """This rank's memory estimate against its device (`coplay.learn.memory`), before anything loads;
@@ -107,23 +109,34 @@ class LearnerRankImpl:
         return TrainStep(metrics.learner_step, metrics.adapters, metrics.trained_tokens,
                          dict(self.learner.versions))
 
-    def sft(self, examples: list[Any], epochs: int, lr: float,
-            min_batches: dict[str, int] | None = None) -> dict[str, Any]:
-        """Cold-start SFT of every adapter that has examples; per adapter the first and last batch loss.
-        An adapter with few examples runs more epochs, until it has at least `min_batches[adapter]`
-        batches."""
-        from coplay.learn.sft import run_sft, sft_epochs
+    def sft_begin(self, examples: list[Any], epochs: int, lr: float,
+                  min_batches: dict[str, int] | None = None) -> int:
+        """Start the cold-start SFT of every adapter that has examples; returns its number of optimizer
+        batches. An adapter with few examples runs more epochs, until it has at least `min_batches[adapter]`
+        batches. `sft_run` trains it a chunk at a time, `sft_report` summarises it."""
+        from coplay.learn.sft import SftSession, sft_epochs
 
-        report = {}
+        plan = []
         for adapter in self.learner.adapter_names:
             mine = [e for e in examples if e.adapter == adapter]
             if mine:
-                adapter_epochs = sft_epochs(len(mine), epochs, (min_batches or {}).get(adapter, 0))
-                losses = run_sft(self.learner, adapter, mine, epochs=adapter_epochs, lr=lr,
-                                 seed=self.cfg.seeds.run)
-                report[adapter] = {"examples": len(mine), "epochs": adapter_epochs, "batches": len(losses),
-                                   "first_loss": losses[0], "last_loss": losses[-1]}
-        return report
+                floor = (min_batches or {}).get(adapter, 0)
+                plan.append((adapter, mine, sft_epochs(len(mine), epochs, floor)))
+        self.sft_examples = {adapter: len(mine) for adapter, mine, _ in plan}
+        self.sft_session = SftSession(self.learner, plan, lr=lr, seed=self.cfg.seeds.run)
+        return self.sft_session.total
+
+    def sft_run(self, max_batches: int) -> int:
+        """Train the next `max_batches` SFT batches; how many ran (0: the SFT is done)."""
+        return len(self.sft_session.run(max_batches))
+
+    def sft_report(self) -> dict[str, Any]:
+        """Per adapter: examples, epochs, batches, first and last batch loss."""
+        session = self.sft_session
+        return {adapter: {"examples": self.sft_examples[adapter], "epochs": epochs,
+                          "batches": len(session.losses[adapter]),
+                          "first_loss": session.losses[adapter][0], "last_loss": session.losses[adapter][-1]}
+                for adapter, _, epochs in session.plan if session.losses[adapter]}
 
     def export(self, adapters: list[str]) -> dict[str, AdapterBundle]:
         """Bundles of the given adapters at their current versions (`Learner.export`: collective under
@@ -209,9 +222,19 @@ class LearnerGroup:
     def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> TrainStep:
         return self._all("train_step", samples, advantages)
 
-    def sft(self, examples: list[Any], epochs: int, lr: float,
-            min_batches: dict[str, int] | None = None) -> dict[str, Any]:
-        return self._all("sft", examples, epochs, lr, min_batches)
+    def sft(self, examples: list[Any], epochs: int, lr: float, min_batches: dict[str, int] | None = None,
+            progress: Any = None) -> dict[str, Any]:
+        """Cold-start SFT on every rank, a chunk of batches per call so that `progress` (a
+        `coplay.driver.progress.Phase`: `set_total`, `advance`) moves while it trains. Per adapter the
+        first and last batch loss."""
+        total = self._all("sft_begin", examples, epochs, lr, min_batches)
+        if progress is not None:
+            progress.set_total(total)
+        chunk = max(1, min(8, total // 50))
+        while ran := self._all("sft_run", chunk):
+            if progress is not None:
+                progress.advance(ran)
+        return self._all("sft_report")
 
     def export(self, adapters: list[str]) -> dict[str, AdapterBundle]:
         return self._all("export", adapters)

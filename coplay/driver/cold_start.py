@@ -74,9 +74,13 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
     report: dict[str, Any] = {"ablation": ablation.variant}
     versions = system.publish_adapters(list(cfg.active_adapters), learner_step=0)
     seeds = teacher_seeds(cfg)
-    with phase("cold start: expert episodes and seed banks"):
-        expert = [t for game in cfg.games
-                  for t in play_bot_episodes(game, "expert", seeds, cfg.sft.max_steps)]
+    with phase("cold start: expert episodes and seed banks", total=len(cfg.games) * len(seeds),
+               unit="episodes") as bar:
+        expert = []
+        for game in cfg.games:
+            for seed in seeds:
+                expert += play_bot_episodes(game, "expert", [seed], cfg.sft.max_steps)
+                bar.advance()
         banks = system.seed_banks(expert)
         adopted = final_banks(cfg, banks)
         if adopted:
@@ -87,18 +91,24 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
         labels = bank_labels(system.banks_for(banks), cfg.skill_bank) if ablation.uses_bank else None
         examples: list[ChatExample] = []
         teacher_counts: dict[str, dict[str, int]] = {}
-        for game in cfg.games:
-            game_examples = expert_examples(game, seeds, coplay_envs.rules(game), cfg.rollout.history_len,
-                                            cfg.sft.max_steps, labels, cfg.rollout.top_k_skills,
-                                            skill_section=ablation.uses_bank)
-            if cfg.sft.teacher == "openai":
-                game_examples, teacher_counts[game] = openai_teacher(cfg, game, game_examples)
-            examples += game_examples
+        with phase("cold start: teacher data", total=len(cfg.games) * len(seeds), unit="episodes") as bar:
+            for game in cfg.games:
+                game_examples = []
+                for seed in seeds:
+                    game_examples += expert_examples(
+                        game, [seed], coplay_envs.rules(game), cfg.rollout.history_len, cfg.sft.max_steps,
+                        labels, cfg.rollout.top_k_skills, skill_section=ablation.uses_bank)
+                    bar.advance()
+                if cfg.sft.teacher == "openai":
+                    game_examples, teacher_counts[game] = openai_teacher(cfg, game, game_examples)
+                examples += game_examples
         bank_examples = system.bank_teacher_examples() if ablation.updates_bank else []
         examples = cap_per_adapter(examples + bank_examples, cfg.sft.max_examples_per_adapter)
         started = time.perf_counter()
-        with phase(f"cold start: SFT of {len(examples)} examples, {cfg.sft.epochs} epochs"):
-            report["sft"] = system.learner.sft(examples, cfg.sft.epochs, cfg.sft.lr, cfg.sft.min_batches())
+        with phase(f"cold start: SFT of {len(examples)} examples, {cfg.sft.epochs} epochs",
+                   unit="batches") as bar:
+            report["sft"] = system.learner.sft(examples, cfg.sft.epochs, cfg.sft.lr, cfg.sft.min_batches(),
+                                               progress=bar)
         report["sft_seconds"] = time.perf_counter() - started
         if teacher_counts:
             report["sft"]["openai_teacher"] = teacher_counts

@@ -10,8 +10,10 @@ Extra dotted overrides on the command line change any setting (`coplay demo loop
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
+from typing import Any
 
 DEMO_CONFIG = Path(__file__).resolve().parents[2] / "launch" / "configs" / "demo-2048.yaml"
 
@@ -42,6 +44,35 @@ def score_plot(run_root: Path) -> Path:
     return out
 
 
+def bots_beside_run(run_root: Path, cfg: Any) -> list[str]:
+    """The closing table: the run's last evaluation (`eval/it<k>.json`) next to the random and expert bots
+    played on the same protocol (`eval` section: seeds, episodes, horizon) in this process. [] when the run
+    made no evaluation. The bots' results are written beside it as `eval/bots-<bot>.json`."""
+    from coplay.eval.protocol import write_eval
+    from coplay.eval.runner import evaluate_locally
+
+    runs = sorted((run_root / "eval").glob("it*.json"))
+    if not runs:
+        return []
+    last = json.loads(runs[-1].read_text())
+    rows = [(f"the run's adapters (iteration {last['meta'].get('iteration', '?')})", last["results"])]
+    for bot in ("random", "expert"):
+        summary, _ = evaluate_locally(cfg, bot)
+        write_eval(run_root / "eval", f"bots-{bot}", summary, {"player": bot, "demo": True})
+        rows.append((f"{bot} bot", summary))
+    steps = cfg.eval.max_steps or cfg.rollout.max_steps
+    lines = []
+    for game in cfg.games:
+        n = last["results"].get(game, {}).get("episodes", 0)
+        lines.append(f"evaluation on {game}: {n} episodes on seeds.eval, {steps} moves, mean score [95% CI]")
+        for name, results in rows:
+            score = results.get(game, {}).get("score")
+            if score:
+                interval = f"[{score['ci_low']:.1f}, {score['ci_high']:.1f}]"
+                lines.append(f"  {name:<40} {score['mean']:9.1f}  {interval}")
+    return lines
+
+
 def run_demo(overrides: list[str] | None = None, config: str | Path | None = None) -> Path:
     """The demo run (`config`, default `DEMO_CONFIG`, plus dotted overrides), then its bank report, score
     plot and run report; prints where everything is and returns the run folder."""
@@ -55,9 +86,11 @@ def run_demo(overrides: list[str] | None = None, config: str | Path | None = Non
         raise FileNotFoundError(f"{config}: the demo runs from a coplay checkout "
                                 f"(git clone, then make demo)")
     started = time.time()
-    run_root = Path(train(load_config(config, overrides)))
+    cfg = load_config(config, overrides)
+    run_root = Path(train(cfg))
     bank_report = write_bank_report(run_root)
     plot = score_plot(run_root)
+    against_bots = bots_beside_run(run_root, cfg)  # before the report, which shows every eval file
     report = write_report(run_root)
     print(f"run folder:   {run_root}")
     print(f"  metrics:    {run_root / 'metrics.jsonl'}  (TensorBoard: {run_root / 'tb'})")
@@ -65,5 +98,7 @@ def run_demo(overrides: list[str] | None = None, config: str | Path | None = Non
     print(f"  banks:      {run_root / 'banks'}  (report: {bank_report})")
     print(f"  score plot: {plot}")
     print(f"  report:     {report}")
+    for line in against_bots:
+        print(line)
     print(f"demo finished in {time.time() - started:.0f} s")
     return run_root

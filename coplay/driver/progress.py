@@ -51,25 +51,45 @@ def quiet_third_party(verbose: bool) -> None:
         os.environ.setdefault("RAY_DEDUP_LOGS", "1")
 
 
+LOG_EVERY_S = 30.0  # without a terminal (a log, `ray job logs`), a line at most this often while it advances
+
+
 @dataclass
 class Phase:
-    """A running phase: `advance(n)` moves its bar; `note` is shown in its end line."""
+    """A running phase: `advance(n)` moves its bar (in a log: a line at most every `LOG_EVERY_S`);
+    `set_total(n)` gives it a size once known; `note` is shown in its end line."""
 
     progress: Progress | None
     task: int | None
+    description: str = ""
+    total: int | None = None
+    unit: str = ""
+    log: bool = False
     done: int = 0
     note: str = ""
     started: float = field(default_factory=time.perf_counter)
+    logged: float = field(default_factory=time.perf_counter)
+
+    def set_total(self, total: int) -> None:
+        self.total = total
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, total=total)
 
     def advance(self, n: int = 1) -> None:
         self.done += n
         if self.progress is not None and self.task is not None:
             self.progress.advance(self.task, n)
+        elif self.log and time.perf_counter() - self.logged >= LOG_EVERY_S:
+            self.logged = time.perf_counter()
+            size = f"/{self.total}" if self.total is not None else ""
+            print(f"{self.description}: {self.done}{size} {self.unit}, {self.logged - self.started:.0f} s",
+                  file=sys.stderr, flush=True)
 
 
 @contextmanager
 def phase(description: str, total: int | None = None, unit: str = "") -> Iterator[Phase]:
-    """A progress bar (of `total` `unit`s; a spinner when None) for the duration of the block."""
+    """A progress bar (of `total` `unit`s; a spinner when neither is given; `Phase.set_total` sizes it
+    later) for the duration of the block."""
     if not _enabled:
         yield Phase(None, None)
         return
@@ -77,19 +97,19 @@ def phase(description: str, total: int | None = None, unit: str = "") -> Iterato
     if not console.is_terminal:
         size = f" ({total} {unit})" if total is not None else ""
         print(f"{description}{size} ...", file=sys.stderr, flush=True)
-        current = Phase(None, None)
+        current = Phase(None, None, description, total, unit, log=True)
         yield current
         note = f", {current.note}" if current.note else ""
         print(f"{description}: done in {time.perf_counter() - current.started:.1f} s{note}", file=sys.stderr,
               flush=True)
         return
     columns = [SpinnerColumn(), TextColumn("{task.description}")]
-    if total is not None:
+    if total is not None or unit:
         columns += [BarColumn(), MofNCompleteColumn(), TextColumn(unit)]
     progress = Progress(*columns, TimeElapsedColumn(), console=console, transient=False)
     with progress:
         task = progress.add_task(description, total=total)
-        current = Phase(progress, task)
+        current = Phase(progress, task, description, total, unit)
         yield current
-        if total is None:
+        if current.total is None:
             progress.update(task, total=1, completed=1)

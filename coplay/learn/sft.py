@@ -17,7 +17,7 @@ pairs. Imports torch (and, through the learner, transformers/peft).
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +74,81 @@ def sft_epochs(n_examples: int, epochs: int, min_batches: int, batch_size: int =
     return max(epochs, -(-min_batches // per_epoch))
 
 
+class SftSession:
+    """Cold-start SFT of several adapters, run a few optimizer batches per call.
+
+    The cold start of a real model trains for minutes; running it in chunks lets the driver move a progress
+    bar between calls (one Ray call per chunk on every rank, no queue actor) while every rank still runs the
+    same batches in the same order, as the collectives need. `plan` is (adapter, examples, epochs) per
+    adapter, trained in that order; each adapter shuffles with its own `random.Random(seed)`, trains at `lr`
+    with dropout on, and afterwards gets its optimizer moments reset and its version advanced.
+    """
+
+    def __init__(self, learner: Any, plan: Sequence[tuple[str, Sequence[Any], int]], lr: float = 1e-4,
+                 batch_size: int = SFT_BATCH_SIZE, seed: int = 0) -> None:
+        self.learner, self.lr, self.batch_size, self.seed = learner, lr, batch_size, seed
+        self.plan: list[tuple[str, list[TokenizedExample], int]] = []
+        for adapter, examples, epochs in plan:
+            tokenized = [tokenize_example(learner.tokenizer, *_parts(e)) for e in examples]
+            tokenized = [t for t in tokenized if t.completion_ids]
+            if tokenized:
+                self.plan.append((adapter, tokenized, epochs))
+        self.total = sum(epochs * -(-len(t) // batch_size) for _, t, epochs in self.plan)
+        self.losses: dict[str, list[float]] = {adapter: [] for adapter, _, _ in self.plan}
+        self._batches = self._run()
+
+    def run(self, max_batches: int | None = None) -> list[tuple[str, float]]:
+        """Train up to `max_batches` more batches (all that are left when None); (adapter, loss) of each.
+        An empty list means the session is done."""
+        out: list[tuple[str, float]] = []
+        for item in self._batches:
+            out.append(item)
+            if max_batches is not None and len(out) >= max_batches:
+                break
+        return out
+
+    def _run(self) -> Iterator[tuple[str, float]]:
+        from coplay.learn.distributed import all_reduce_sum
+
+        learner = self.learner
+        for adapter, tokenized, epochs in self.plan:
+            trainer = learner.trainers[adapter]
+            order = list(range(len(tokenized)))
+            rng = random.Random(self.seed)
+            trainer.set_lr(self.lr)
+            learner.policy.train()
+            try:
+                for _ in range(epochs):
+                    rng.shuffle(order)
+                    for start in range(0, len(order), self.batch_size):
+                        items = _sft_items([tokenized[i] for i in order[start : start + self.batch_size]])
+                        loss = all_reduce_sum([self._batch(trainer, items)])[0]
+                        self.losses[adapter].append(loss)
+                        yield adapter, loss
+            finally:
+                learner.eval_mode()
+                trainer.set_lr(learner.lr_of(adapter))
+            trainer.reset_optimizer_state()
+            learner.versions[adapter] += 1
+            learner.changed = [adapter]
+
+    def _batch(self, trainer: Any, items: list[TrainItem]) -> float:
+        """One optimizer step on this rank's share of the batch; the summed loss of that share."""
+        learner = self.learner
+        set_weights(items, "token-mean", None)
+        chunks = rank_micro_batches(items, learner.rank, learner.world_size, learner.cfg.micro_batch_size)
+        total = 0.0
+        for k, chunk in enumerate(chunks):
+            mb = to_micro_batch(chunk, learner.pad_id)
+            logprobs = trainer.forward(mb.tokens, mb.temperatures)
+            weights = mb.weights.to(logprobs.device)[:, None] * mb.tokens.completion_mask.to(logprobs.device)
+            loss = -(logprobs * weights).sum()
+            trainer.backward(loss, last=k == len(chunks) - 1)
+            total += float(loss.detach())
+        trainer.step()
+        return total
+
+
 def run_sft(
     learner: Any,
     adapter: str,
@@ -87,42 +162,8 @@ def run_sft(
 
     Every rank passes the same examples; each batch of `batch_size` is split over the ranks like GRPO.
     """
-    from coplay.learn.distributed import all_reduce_sum
-
-    tokenized = [tokenize_example(learner.tokenizer, *_parts(e)) for e in examples]
-    tokenized = [t for t in tokenized if t.completion_ids]
-    trainer = learner.trainers[adapter]
-    order = list(range(len(tokenized)))
-    rng = random.Random(seed)
-    losses: list[float] = []
-    trainer.set_lr(lr)
-    learner.policy.train()
-    try:
-        for _ in range(epochs):
-            rng.shuffle(order)
-            for start in range(0, len(order), batch_size):
-                items = _sft_items([tokenized[i] for i in order[start : start + batch_size]])
-                set_weights(items, "token-mean", None)
-                chunks = rank_micro_batches(items, learner.rank, learner.world_size,
-                                            learner.cfg.micro_batch_size)
-                total = 0.0
-                for k, chunk in enumerate(chunks):
-                    mb = to_micro_batch(chunk, learner.pad_id)
-                    logprobs = trainer.forward(mb.tokens, mb.temperatures)
-                    weights = (mb.weights.to(logprobs.device)[:, None]
-                               * mb.tokens.completion_mask.to(logprobs.device))
-                    loss = -(logprobs * weights).sum()
-                    trainer.backward(loss, last=k == len(chunks) - 1)
-                    total += float(loss.detach())
-                trainer.step()
-                losses.append(all_reduce_sum([total])[0])
-    finally:
-        learner.eval_mode()
-        trainer.set_lr(learner.lr_of(adapter))
-    trainer.reset_optimizer_state()
-    learner.versions[adapter] += 1
-    learner.changed = [adapter]
-    return losses
+    session = SftSession(learner, [(adapter, examples, epochs)], lr, batch_size, seed)
+    return [loss for _, loss in session.run()]
 
 
 @torch.no_grad()

@@ -75,3 +75,27 @@ def test_sft_repeats_a_small_example_set_until_it_has_the_minimum_batches():
     assert sft_epochs(5, 6, 40) == 40  # one batch per epoch
     assert sft_epochs(40, 2, 10) == 4  # three batches per epoch -> 12 >= 10
     assert sft_epochs(5, 3, 0) == 3
+
+
+def test_sft_session_runs_in_chunks_over_adapters_and_counts_its_batches(tiny_model_config):
+    """The cold start trains a chunk at a time so the driver's bar moves: the chunks add up to the
+    announced total, each adapter's batches come in order, and each adapter ends with a new version and
+    fresh moments."""
+    from coplay.learn.sft import SftSession
+
+    fresh = make_learner(tiny_model_config.tiny.cache_dir, "torch", names=("act", "curator"))
+    act = [([{"role": "user", "content": f"board {i}"}], f"ACTION: {d}")
+           for i, d in enumerate(["left", "right", "up"] * 3)]  # 9 examples: 3 batches of 4 per epoch
+    curator = [([{"role": "user", "content": f"op {i}"}], "VERDICT: approve") for i in range(4)]
+    versions = dict(fresh.versions)
+    session = SftSession(fresh, [("act", act, 2), ("curator", curator, 1)], lr=1e-3, batch_size=4)
+    assert session.total == 2 * 3 + 1
+    chunks = []
+    while batch := session.run(2):
+        chunks.append(batch)
+    assert [len(c) for c in chunks] == [2, 2, 2, 1]
+    assert [adapter for c in chunks for adapter, _ in c] == ["act"] * 6 + ["curator"]
+    assert len(session.losses["act"]) == 6 and all(math.isfinite(x) for x in session.losses["act"])
+    assert fresh.versions == {"act": versions["act"] + 1, "curator": versions["curator"] + 1}
+    assert fresh.optimizer_state("act") == {} and fresh.optimizer_state("curator") == {}
+    assert session.run(2) == []

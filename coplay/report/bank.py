@@ -87,7 +87,7 @@ def _charts(key: str, history: list[Bank]) -> str:
     versions = [float(b.version) for b in history]
     slug = key.replace("/", "-")
     size = line_chart(f"bank-{slug}-size", f"{key}: bank size", "version", "skills",
-                      [Series("skills", versions, [float(len(b.skills)) for b in history])])
+                      [Series("skills", versions, [float(len(b.skills)) for b in history])], integer_y=True)
     rates = [Series(label, versions, [float(b.metrics.get(metric, 0.0)) for b in history])
              for label, metric in (("held-out", "heldout_pass_rate"), ("shuffled", "shuffled_pass_rate"),
                                    ("skill stats", "mean_skill_pass_rate"))]

@@ -80,14 +80,23 @@ def _style_axes(ax: Any, title: str, xlabel: str, ylabel: str, integer_x: bool =
 def _integer_axes(ax: Any, series: Sequence[Series], integer_y: bool = False) -> None:
     """Whole-number ticks (iterations, versions, counts); one x value gets a single tick with room either side
     instead of an autoscaled fractional axis."""
-    from matplotlib.ticker import MaxNLocator
 
     xs = sorted({float(x) for s in series for x in s.x})
     if len(xs) == 1:
         ax.set_xticks(xs, [f"{xs[0]:g}"])
         ax.set_xlim(xs[0] - 1, xs[0] + 1)
     if integer_y:
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        _count_axis(ax)
+
+
+def _count_axis(ax: Any) -> None:
+    """A y axis of counts: from zero, with whole-number ticks. (Matplotlib's integer locator falls back to
+    fractional ticks when the view holds fewer than two integers, e.g. a bank that stays at 6 skills.)"""
+    from matplotlib.ticker import MaxNLocator
+
+    low, high = ax.get_ylim()
+    ax.set_ylim(min(0.0, low), max(high, 1.0))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _draw_series(ax: Any, series: Sequence[Series], levels: Sequence[Level]) -> None:
@@ -146,8 +155,9 @@ def small_multiples(chart_id: str, title: str, xlabel: str, panels: dict[str, Se
 
 
 def stacked_bars(chart_id: str, title: str, xlabel: str, ylabel: str, x: Sequence[float | str],
-                 parts: dict[str, Sequence[float]]) -> str:
-    """Bars stacked from the parts in the given order (e.g. the time split of each iteration)."""
+                 parts: dict[str, Sequence[float]], integer_y: bool = False) -> str:
+    """Bars stacked from the parts in the given order (e.g. the time split of each iteration); a y axis of
+    whole numbers with `integer_y` (counts)."""
     fig = _figure(7.5, 3.4)
     ax = fig.add_subplot(1, 1, 1)
     positions = list(range(len(x)))
@@ -159,6 +169,8 @@ def stacked_bars(chart_id: str, title: str, xlabel: str, ylabel: str, x: Sequenc
     step = max(1, math.ceil(len(positions) / 20))  # at most ~20 tick labels
     ax.set_xticks(positions[::step], [str(v) for v in list(x)[::step]])
     _style_axes(ax, title, xlabel, ylabel, integer_x=False)
+    if integer_y:
+        _count_axis(ax)
     if parts:
         ax.legend(fontsize=8, loc="best")
     return _to_svg(fig, chart_id)

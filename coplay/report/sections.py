@@ -126,7 +126,7 @@ def banks(data: RunData) -> str:
     if ops:
         parts.append(figure("chart-bank-ops",
                             charts.stacked_bars("bank-ops", "bank operations per version", "bank version",
-                                                "operations", versions, ops),
+                                                "operations", versions, ops, integer_y=True),
                             "Operations made for each bank version, summed over banks: applied ones by type, "
                             "and proposals not applied (curator verdict or failed checks)."))
     else:

@@ -1,4 +1,4 @@
-"""The run report in real headless Chromium (Debian's `chromium`; `make install-chromium` installs it).
+"""The run report in real headless Chromium (Debian's `chromium`; `make system-deps` installs it).
 
 The page records into its own DOM whether each chart drew and any script error; Chromium's `--dump-dom`
 shows us that DOM after the page loaded, and `--screenshot` saves what a user sees (kept as an artifact in
@@ -24,7 +24,7 @@ EXPECTED_CHARTS = 12
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None,
                                 reason="Debian's chromium is not installed "
-                                       "(apt-get install -y chromium, or make install-chromium)")
+                                       "(apt-get install -y chromium, or make system-deps)")
 
 
 def chromium(page: Path, profile: Path, *mode: str) -> str:

@@ -28,6 +28,27 @@ def test_counts_get_whole_number_ticks():
     assert all(float(t).is_integer() for t in ax.get_yticks())
 
 
+def test_a_count_that_never_changes_still_gets_whole_number_ticks_from_zero():
+    """A bank that keeps its 6 skills: matplotlib's view would be 5.7-6.3 with fractional ticks."""
+    ax = _axes([Series("skills", [2, 3], [6.0, 6.0])], integer_y=True)
+    ticks = [t for t in ax.get_yticks() if ax.get_ylim()[0] <= t <= ax.get_ylim()[1]]
+    assert ax.get_ylim()[0] == 0 and 6 in ticks and all(float(t).is_integer() for t in ticks)
+
+
+def test_stacked_count_bars_get_whole_number_ticks(monkeypatch):
+    from coplay.report import charts
+
+    drawn = []
+    monkeypatch.setattr(charts, "_to_svg", lambda fig, chart_id: drawn.append(fig.axes[0]) or "")
+    charts.stacked_bars("ops", "bank operations per version", "bank version", "operations", ["2", "3"],
+                        {"materialize": [2.0, 0.0]}, integer_y=True)
+    ax = drawn[0]
+    ax.figure.canvas.draw()
+    low, high = ax.get_ylim()
+    ticks = [t for t in ax.get_yticks() if low <= t <= high]
+    assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
+
+
 def test_the_cold_start_sft_losses_are_shown(synthetic_run):
     section = cold_start(load_run(synthetic_run.root))
     assert "first_loss" in section and "9.500" in section and "SFT took 61 s" in section

@@ -35,7 +35,8 @@ def screenshot(page: Path, out: Path, width: int) -> tuple[int, int]:
     blank = Image.new("RGB", image.size, image.getpixel((image.width - 1, image.height - 1)))
     box = ImageChops.difference(image, blank).getbbox()
     bottom = min(image.height, (box[3] if box else image.height) + 24)
-    image.crop((0, 0, width, bottom)).save(out, optimize=True)
+    shot = image.crop((0, 0, width, bottom)).quantize(colors=128)  # a page of flat colours: a small PNG
+    shot.save(out, optimize=True)
     return width, bottom
 
 

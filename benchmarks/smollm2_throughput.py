@@ -257,7 +257,14 @@ def run_child(args: argparse.Namespace, work: Path, kind: str, backend: str, pre
 
 
 def _json_process(cmd: list[str], env: dict[str, str] | None, timeout: int) -> dict:
-    """Run `cmd`; its last stdout line that parses as JSON (or the whole stdout), else {"error": stderr}."""
+    """Run `cmd`; its last stdout line that parses as JSON (or the whole stdout), else {"error": stderr}.
+    The result also goes to stderr at once, so a long run that is stopped keeps what it measured."""
+    result = _run_json(cmd, env, timeout)
+    print(json.dumps({"command": " ".join(cmd[1:]), "result": result}), file=sys.stderr, flush=True)
+    return result
+
+
+def _run_json(cmd: list[str], env: dict[str, str] | None, timeout: int) -> dict:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
@@ -308,13 +315,16 @@ def measure_peak(threads: int, seconds: float) -> dict[str, dict]:
 
 def lora_ops_part(args: argparse.Namespace, threads: int) -> list[dict]:
     """vLLM's CPU LoRA ops vs the base projections vs grouped matmuls: a prefill of one prompt and a decode
-    step of a full batch, at 1 and all threads, at `--rank` (and 8/32 on the prefill: the gathers grow with
-    max_lora_rank)."""
+    step of a full batch, at 1 and all threads, at `--rank` with 2 slots; on the prefill also ranks 8/32
+    (the gathers grow with max_lora_rank) and 13 slots (coplay's default max_loras 12 + the zero adapter:
+    the stacked weights grow, the gathers do not)."""
     prompt = args.op_tokens
-    cases = [(prompt, args.rank, 1), (prompt, args.rank, threads), (args.requests, args.rank, threads)]
-    cases += [(prompt, r, threads) for r in (8, 32) if r != args.rank]
-    return [lora_op_costs(tokens, rank, "float32", th, min_seconds=args.op_seconds)
-            for tokens, rank, th in cases]
+    cases = [(prompt, args.rank, 1, 2), (prompt, args.rank, threads, 2),
+             (args.requests, args.rank, threads, 2)]
+    cases += [(prompt, r, threads, 2) for r in (8, 32) if r != args.rank]
+    cases += [(prompt, args.rank, threads, 13)]
+    return [{**lora_op_costs(tokens, rank, "float32", th, max_loras=slots, min_seconds=args.op_seconds),
+             "max_loras": slots} for tokens, rank, th, slots in cases]
 
 
 def main() -> None:
@@ -323,7 +333,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny model, small sizes: a smoke run")
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--parts", default=",".join(PARTS))
-    parser.add_argument("--requests", type=int, default=12, help="prompts per set (one generate call)")
+    parser.add_argument("--requests", type=int, default=8, help="prompts per set (one generate call)")
     parser.add_argument("--sets", type=int, default=3, help="prompt sets; the first is the warm-up")
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--rank", type=int, default=16, help="LoRA r = max_lora_rank")
@@ -332,7 +342,7 @@ def main() -> None:
     parser.add_argument("--peak-seconds", type=float, default=2.0)
     parser.add_argument("--learner-flags", default="--batch 1 --repeats 2 --rounds 1 --prompt-len 64 "
                                                    "--completion-len 16 --micro-batch 1")
-    parser.add_argument("--placement-flags", default="--top 8 --batches 1 --batch 2 --rounds 1 --held-out 1")
+    parser.add_argument("--placement-flags", default="--top 8 --batches 2 --batch 1 --rounds 1 --held-out 1")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per child process")
     for flag in ("--child", "--backend", "--prefix", "--cache", "--prompts", "--adapter", "--marker"):
         parser.add_argument(flag, default=None, help=argparse.SUPPRESS)
@@ -368,6 +378,7 @@ def main() -> None:
                 "hf": run_child(args, work, "engine", "hf", "off", None)}
         if "lora_ops" in parts:
             out["lora_ops"] = lora_ops_part(args, threads)
+            print(json.dumps({"lora_ops": out["lora_ops"]}), file=sys.stderr, flush=True)
         if "lora_vllm" in parts:
             out["lora_vllm"] = {"raw_vllm": run_child(args, work, "raw", "vllm", "on", args.adapter_dir),
                                 "raw_vllm_grouped": run_child(args, work, "raw", "vllm", "on",
@@ -378,9 +389,6 @@ def main() -> None:
     if "placement" in parts:
         out["placement"] = _json_process([sys.executable, "-m", "benchmarks.lora_placement", "--model",
                                           args.model, *args.placement_flags.split()], None, 2 * args.timeout)
-    for part in PARTS:  # the raw results, on stderr, before the summaries: they survive a crash below
-        if part in out:
-            print(json.dumps({part: out[part]}), file=sys.stderr, flush=True)
     peaks.append(measure_peak(threads, args.peak_seconds))
     out["peak"] = {"start": peaks[0], "end": peaks[1],
                    "gflops": {d: max(p[d]["gflops"] for p in peaks) for d in ("float32", "bfloat16")}}

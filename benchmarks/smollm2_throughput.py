@@ -29,7 +29,8 @@ as a share of the machine's matmul peak measured in the same run:
 - `placement`: `benchmarks.lora_placement`: LoRA on all layers vs the top N, processed tokens/s.
 
 Every heavy part runs in its own process, one SmolLM2 process at a time. Prints one JSON object. With
-`--quick` (tiny model, small sizes) it is a smoke run of about a minute.
+`--quick` (tiny model, small sizes) it is a smoke run: about 30 s with `--parts lora_ops,placement`, several
+minutes with every part (each engine process starts vLLM).
 
 Run: ``OMP_WAIT_POLICY=PASSIVE nice -n 10 python -m benchmarks.smollm2_throughput [--quick]``
 """

@@ -43,6 +43,7 @@ class RolloutWorkerImpl:
         self.rules = coplay_envs.rules
         self.banks: dict[str, Bank] = {}
         self.bank_versions: dict[str, int] = {}
+        self.live: dict[str, tuple[int, int]] = {}  # running chunk (first episode id) -> (episodes, steps)
         self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
         adapters, banks = ray.get(self.store.serving.remote())
         self.startup_sync = self.sync(adapters, banks) if adapters or banks else SyncReport()
@@ -85,8 +86,18 @@ class RolloutWorkerImpl:
         """Play the plans; returns the shard (msgpack bytes) and counters."""
         ctx = RunnerContext(engine=self.engine, rules=self.rules, skills_for=self._skills_for,
                             run_seed=self.cfg.seeds.run, env_threads=self.cfg.rollout.env_threads)
+        key = plans[0].episode_id if plans else ""
+        self.live[key] = (0, 0)
+
+        def finished(n: int) -> None:
+            self.live[key] = (self.live[key][0] + n, int(ctx.counters.get("steps", 0)))
+
         started = time.perf_counter()
-        trajectories = asyncio.run(play_episodes(ctx, plans, self.cfg.rollout.concurrent_episodes))
+        try:
+            concurrency = self.cfg.rollout.concurrent_episodes
+            trajectories = asyncio.run(play_episodes(ctx, plans, concurrency, finished))
+        finally:
+            self.live.pop(key, None)
         seconds = time.perf_counter() - started
         shard = Shard(shard_id=f"it{iteration}-w{self.worker_id}-{index}", iteration=iteration,
                       worker=self.worker_id, trajectories=trajectories)
@@ -130,6 +141,11 @@ class RolloutWorkerImpl:
     def loaded(self) -> dict[str, Any]:
         return {"adapters": self.engine.loaded_adapters(), "banks": dict(self.bank_versions),
                 "restarted": self.restarted, "startup_sync": self.startup_sync}
+
+    def progress(self, first_episode: str) -> tuple[int, int]:
+        """(episodes finished, their steps) of the running chunk that starts with `first_episode`; (0, 0)
+        once it has ended or before it starts. Answered while `rollout` runs (a threaded actor)."""
+        return self.live.get(first_episode, (0, 0))
 
     def ping(self) -> str:
         return self.name

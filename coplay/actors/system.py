@@ -35,6 +35,8 @@ from coplay.runs import RunDir
 from coplay.skills.schema import Bank
 from coplay.types import BankUpdate, RolloutResult, Sample, TrainStep, Trajectory, decode_shard
 
+PROGRESS_POLL_S = 2.0  # while rollouts run, the driver asks the workers how far they are this often
+
 
 class EpisodeAccountingError(RuntimeError):
     """Rollouts came back with a planned episode missing or an episode twice."""
@@ -256,16 +258,38 @@ class System:
         check_exactly_once([p.episode_id for c in rollouts.chunks for p in c], done, rollouts.iteration)
         return done
 
+    def _show_progress(self, rollouts: Rollouts, results: list[RolloutResult | None], pending: set[int],
+                       bar: Phase) -> None:
+        """Move the bar to the episodes finished so far: whole finished chunks plus what the running ones
+        report (`RolloutWorker.progress`); the steps played go in its note. A worker that does not answer
+        in time (busy, restarting) is counted at what it last finished, i.e. not at all."""
+        episodes = sum(len(rollouts.chunks[i]) for i, r in enumerate(results) if r is not None)
+        steps = sum(int(r.counters.get("steps", 0)) for r in results if r is not None)
+        asks = [self.workers[rollouts.workers[i]].progress.remote(rollouts.chunks[i][0].episode_id)
+                for i in pending if rollouts.chunks[i]]
+        ready, _ = ray.wait(asks, num_returns=len(asks), timeout=PROGRESS_POLL_S) if asks else ([], [])
+        for ref in ready:
+            try:
+                done, played = ray.get(ref)
+            except RayActorError:  # the chunk's own ref reports the death; the bar just does not move
+                continue
+            episodes, steps = episodes + done, steps + played
+        bar.note = f"{steps} steps"
+        bar.advance(episodes - bar.done)
+
     def _gather_one(self, rollouts: Rollouts, results: list[RolloutResult | None], reruns: list[int],
                     refs: list[Any], pending: set[int], bar: Phase) -> None:
         """Wait for the next chunk; a chunk whose worker died is started again (see `gather`)."""
         if pending:
-            ready, _ = ray.wait([refs[i] for i in sorted(pending)], num_returns=1)
+            ready, _ = ray.wait([refs[i] for i in sorted(pending)], num_returns=1, timeout=PROGRESS_POLL_S)
+            if not ready:
+                self._show_progress(rollouts, results, pending, bar)
+                return
             i = next(j for j in pending if refs[j] == ready[0])
             try:
                 results[i] = ray.get(ready[0])
                 pending.discard(i)
-                bar.advance(len(rollouts.chunks[i]))
+                self._show_progress(rollouts, results, pending, bar)
             except (RayActorError, RayTaskError) as exc:
                 if not actor_died(exc) or reruns[i] >= self.cfg.cluster.max_restarts:
                     raise

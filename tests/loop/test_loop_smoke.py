@@ -4,6 +4,7 @@ synchronous schedule's determinism (slow)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -19,10 +20,14 @@ SMOKE = ["games=[2048, candy_crush, tetris, mario, avalon, diplomacy]", "sft.ena
          "engine.max_model_len=4096", "loop.checkpoint_every=1"]
 
 
-def test_one_iteration_on_every_game(ray_cluster, tmp_path, tiny_model_config):
+def test_one_iteration_on_every_game(ray_cluster, tmp_path, tiny_model_config, capsys):
     cfg = load_config(DEMO_CONFIG, [*tiny_loop_overrides(str(tmp_path), tiny_model_config.tiny.cache_dir),
-                                    *SMOKE])
+                                    *SMOKE, "logging.console=true"])
     run = RunDir.open(train(cfg))
+    # without a terminal the rollouts' phase ends with the steps its episodes played
+    err = capsys.readouterr().err
+    played = re.search(r"iteration 1: rollouts: done in [0-9.]+ s, (\d+) steps", err)
+    assert played is not None and int(played.group(1)) > 0, err[-2000:]
     trajectories = [t for p in run.shards.glob("it00001-*.msgpack") for t in read_shard(p).trajectories]
     assert {t.game for t in trajectories} == set(GAME_KEYS)
     for game in ("avalon", "diplomacy"):

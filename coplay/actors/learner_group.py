@@ -109,21 +109,10 @@ class LearnerRankImpl:
 
     def sft(self, examples: list[Any], epochs: int, lr: float,
             min_batches: dict[str, int] | None = None) -> dict[str, Any]:
-        """Cold-start SFT of every adapter that has examples; per adapter the first and last batch loss.
-        An adapter with few examples runs more epochs, until it has at least `min_batches[adapter]`
-        batches."""
-        from coplay.learn.sft import run_sft, sft_epochs
+        """Cold-start SFT of every adapter that has examples (`coplay.learn.sft.sft_adapters`)."""
+        from coplay.learn.sft import sft_adapters
 
-        report = {}
-        for adapter in self.learner.adapter_names:
-            mine = [e for e in examples if e.adapter == adapter]
-            if mine:
-                adapter_epochs = sft_epochs(len(mine), epochs, (min_batches or {}).get(adapter, 0))
-                losses = run_sft(self.learner, adapter, mine, epochs=adapter_epochs, lr=lr,
-                                 seed=self.cfg.seeds.run)
-                report[adapter] = {"examples": len(mine), "epochs": adapter_epochs, "batches": len(losses),
-                                   "first_loss": losses[0], "last_loss": losses[-1]}
-        return report
+        return sft_adapters(self.learner, examples, epochs, lr, min_batches, seed=self.cfg.seeds.run)
 
     def export(self, adapters: list[str]) -> dict[str, AdapterBundle]:
         """Bundles of the given adapters at their current versions (`Learner.export`: collective under

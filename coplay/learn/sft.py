@@ -125,6 +125,22 @@ def run_sft(
     return losses
 
 
+def sft_adapters(learner: Any, examples: Sequence[Any], epochs: int, lr: float,
+                 min_batches: dict[str, int] | None = None, seed: int = 0) -> dict[str, Any]:
+    """Cold-start SFT of every adapter of `learner` that has examples (objects with `.adapter`); per adapter
+    the first and last batch loss. An adapter with few examples runs more epochs, until it has at least
+    `min_batches[adapter]` batches."""
+    report = {}
+    for adapter in learner.adapter_names:
+        mine = [e for e in examples if e.adapter == adapter]
+        if mine:
+            adapter_epochs = sft_epochs(len(mine), epochs, (min_batches or {}).get(adapter, 0))
+            losses = run_sft(learner, adapter, mine, epochs=adapter_epochs, lr=lr, seed=seed)
+            report[adapter] = {"examples": len(mine), "epochs": adapter_epochs, "batches": len(losses),
+                               "first_loss": losses[0], "last_loss": losses[-1]}
+    return report
+
+
 @torch.no_grad()
 def completion_nll(learner: Any, adapter: str, examples: Sequence[Any]) -> float:
     """Mean negative log-likelihood per completion token of the examples under `adapter` (eval mode)."""

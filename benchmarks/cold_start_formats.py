@@ -195,7 +195,8 @@ def run_model(model: str, args: argparse.Namespace) -> dict:
     from coplay.config import load_config
     from coplay.driver.cold_start import teacher_seeds
 
-    cfg = load_config(CONFIGS.get(model, CONFIGS["smollm2-135m-instruct"]), [f"model.name={model}"])
+    cfg = load_config(CONFIGS.get(model, CONFIGS["smollm2-135m-instruct"]),
+                      [f"model.name={model}", *args.overrides])
     sft_cfg = cfg.sft.model_copy(update={"episodes_per_game": args.teacher_episodes})
     cfg = cfg.model_copy(update={"sft": sft_cfg})
     adapters = (*MEASURED[:2], "segment", *MEASURED[2:]) if args.with_segment else MEASURED
@@ -248,6 +249,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
     parser.add_argument("--with-segment", action="store_true", help="also SFT `segment` (not measured)")
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny only, small sizes")
+    parser.add_argument("overrides", nargs="*", help="config overrides for every model, e.g. "
+                        "model.tiny.cache_dir=/tmp/tiny")
     parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/cold-start-formats"
                                                     "[-quick].json)")
     args = parser.parse_args(argv)
@@ -268,7 +271,8 @@ def main(argv: list[str] | None = None) -> dict:
              f"--temperature {args.temperature}{' --with-segment' if args.with_segment else ''}"
              + (f" --max-epochs {args.max_epochs}" if args.max_epochs else "")
              + (f" --max-new-tokens {args.max_new_tokens}" if args.max_new_tokens else ""))
-    result = {"command": f"nice -n 10 {COMMAND} {'--quick' if args.quick else flags}", "quick": args.quick,
+    command = f"nice -n 10 {COMMAND} {'--quick' if args.quick else flags} {' '.join(args.overrides)}".strip()
+    result = {"command": command, "quick": args.quick,
               "commit": _commit(), "host": platform.node(), "cpus": os.cpu_count(),
               "threads": torch.get_num_threads(), "loadavg_before": list(load_before),
               "loadavg_after": list(os.getloadavg()), "seconds": time.time() - started,

@@ -262,7 +262,19 @@ def main(argv: list[str] | None = None) -> dict:
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     started, load_before = time.time(), os.getloadavg()
-    models = {m: run_model(m, args) for m in args.models.split(",") if m}
+    out = Path(args.out) if args.out else RESULTS / f"cold-start-formats{'-quick' if args.quick else ''}.json"
+    models: dict[str, Any] = {}
+    for model in (m for m in args.models.split(",") if m):
+        models[model] = run_model(model, args)
+        result = _result(args, started, load_before, models, torch.get_num_threads())
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1) + "\n")  # after each model: survives a later timeout
+    print(json.dumps(result, indent=1))
+    return result
+
+
+def _result(args: argparse.Namespace, started: float, load_before: tuple[float, ...], models: dict[str, Any],
+            threads: int) -> dict[str, Any]:
     flags = (f"--models {args.models} --teacher-episodes {args.teacher_episodes} "
              f"--max-steps {args.max_steps} "
              f"--examples-per-adapter {args.examples_per_adapter} --min-batches-cap {args.min_batches_cap} "
@@ -274,14 +286,10 @@ def main(argv: list[str] | None = None) -> dict:
     command = f"nice -n 10 {COMMAND} {'--quick' if args.quick else flags} {' '.join(args.overrides)}".strip()
     result = {"command": command, "quick": args.quick,
               "commit": _commit(), "host": platform.node(), "cpus": os.cpu_count(),
-              "threads": torch.get_num_threads(), "loadavg_before": list(load_before),
+              "threads": threads, "loadavg_before": list(load_before),
               "loadavg_after": list(os.getloadavg()), "seconds": time.time() - started,
               "sampling": "greedy" if args.temperature == 0 else f"temperature {args.temperature}",
               "models": models}
-    out = Path(args.out) if args.out else RESULTS / f"cold-start-formats{'-quick' if args.quick else ''}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps(result, indent=1))
     return result
 
 

@@ -12,8 +12,9 @@ Per model, in one process and through the project's own code (no Ray):
    learner rank runs) with the model's demo config: `launch/configs/demo-2048-smollm2.yaml` for SmolLM2
    (LoRA r 16 on the top 8 layers, lr 2e-4, 1 epoch, at least 4 batches, `contract` 12) and
    `launch/configs/demo-2048.yaml` for `tiny` (lr 1e-2, 4 epochs); `--min-batches-cap` caps the configured
-   minimum batches (the tiny config asks 150 for `contract`). `segment` is not measured and not trained
-   unless `--with-segment` (each adapter is its own LoRA, so training it changes no other adapter's answers);
+   minimum batches (the tiny config asks 150 for `contract`). Positional config overrides (e.g.
+   `learner.bf16=true engine.dtype=bfloat16`) apply to both models. `segment` is not measured and not
+   trained unless `--with-segment` (each adapter is its own LoRA: training it changes no other's answers);
 3. the adapters exported as bundles (`Learner.export`) and loaded into the `hf` engine (`HfEngine`), which
    answers held-out prompts at `--temperature` (default 0: greedy) within the config's
    `sampling.max_tokens` per adapter:
@@ -236,7 +237,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--teacher-episodes", type=int, default=6, help="expert episodes (training seeds)")
     parser.add_argument("--max-steps", type=int, default=40, help="decisions per teacher/held-out episode")
     parser.add_argument("--examples-per-adapter", type=int, default=64, help="SFT examples cap per adapter")
-    parser.add_argument("--min-batches-cap", type=int, default=12, help="cap on the config's minimum batches")
+    parser.add_argument("--min-batches-cap", type=int, default=4, help="cap on the config's minimum batches")
     parser.add_argument("--starts", type=int, default=16, help="held-out 2048 starts (first seeds.eval)")
     parser.add_argument("--eval-steps", type=int, default=2, help="act/retrieve decisions per held-out start")
     parser.add_argument("--bank-steps", type=int, default=250,

@@ -62,7 +62,6 @@ class LearnerRankImpl:
         self.master: tuple[str, int] | None = None
         self.learner: Any = None
         self.sft_session: Any = None
-        self.sft_examples: dict[str, int] = {}
 
     def check_memory(self) -> str:
         """This rank's memory estimate against its device (`coplay.learn.memory`), before anything loads;
@@ -111,19 +110,12 @@ class LearnerRankImpl:
 
     def sft_begin(self, examples: list[Any], epochs: int, lr: float,
                   min_batches: dict[str, int] | None = None) -> int:
-        """Start the cold-start SFT of every adapter that has examples; returns its number of optimizer
-        batches. An adapter with few examples runs more epochs, until it has at least `min_batches[adapter]`
-        batches. `sft_run` trains it a chunk at a time, `sft_report` summarises it."""
-        from coplay.learn.sft import SftSession, sft_epochs
+        """Start the cold-start SFT of every adapter that has examples (`SftSession.for_examples`); returns
+        its number of optimizer batches. `sft_run` trains it a chunk at a time, `sft_report` summarises it."""
+        from coplay.learn.sft import SftSession
 
-        plan = []
-        for adapter in self.learner.adapter_names:
-            mine = [e for e in examples if e.adapter == adapter]
-            if mine:
-                floor = (min_batches or {}).get(adapter, 0)
-                plan.append((adapter, mine, sft_epochs(len(mine), epochs, floor)))
-        self.sft_examples = {adapter: len(mine) for adapter, mine, _ in plan}
-        self.sft_session = SftSession(self.learner, plan, lr=lr, seed=self.cfg.seeds.run)
+        self.sft_session = SftSession.for_examples(self.learner, examples, epochs, lr, min_batches,
+                                                   seed=self.cfg.seeds.run)
         return self.sft_session.total
 
     def sft_run(self, max_batches: int) -> int:
@@ -132,11 +124,7 @@ class LearnerRankImpl:
 
     def sft_report(self) -> dict[str, Any]:
         """Per adapter: examples, epochs, batches, first and last batch loss."""
-        session = self.sft_session
-        return {adapter: {"examples": self.sft_examples[adapter], "epochs": epochs,
-                          "batches": len(session.losses[adapter]),
-                          "first_loss": session.losses[adapter][0], "last_loss": session.losses[adapter][-1]}
-                for adapter, _, epochs in session.plan if session.losses[adapter]}
+        return self.sft_session.report()
 
     def export(self, adapters: list[str]) -> dict[str, AdapterBundle]:
         """Bundles of the given adapters at their current versions (`Learner.export`: collective under

@@ -23,11 +23,9 @@ import ray
 from coplay.config import CoplayConfig
 from coplay.skills.caller import FunctionCaller
 from coplay.skills.schema import Bank, bank_key_for
-from coplay.skills.teacher import TeacherCaller, contract_examples, dedupe
+from coplay.skills.teacher import dedupe, seed_bank
 from coplay.skills.update import update_bank
 from coplay.types import BankUpdate, Sample, Trajectory, decode_shard
-
-SEED_UPDATES = 2  # updates that build the seed bank (the first materializes skills, the second refines them)
 
 
 class QueueFull(RuntimeError):
@@ -130,31 +128,17 @@ class SkillBankImpl:
 
     def seed_banks(self, trajectories: list[Trajectory], iteration: int = 0) -> dict[str, int]:
         """Build the initial banks deterministically from teacher trajectories (the expert bots'):
-        `SEED_UPDATES` updates over interleaved parts of the trajectories, then a labelling pass, with
-        `TeacherCaller` answering as the deterministic policy — which also records the bank adapters' teacher
-        examples for the cold-start SFT (the `contract` examples: the protocols of every seed step's bank)."""
+        `coplay.skills.teacher.seed_bank` per bank key (`SEED_UPDATES` updates, then a labelling pass, with
+        the deterministic policy answering), which also records the bank adapters' teacher examples for the
+        cold-start SFT."""
         by_key: dict[str, list[Trajectory]] = {}
         for traj in trajectories:
             by_key.setdefault(bank_key_for(traj.game, traj.seat, traj.role), []).append(traj)
-        # every segment goes to the (teacher) segment adapter: its answer is the DP order, so nothing changes
-        cfg = self.cfg.skill_bank.with_values({"use_model": True, "segmentation.margin": float("inf")})
         versions = {}
         for key in sorted(by_key):
-            bank = self.banks.get(key) or Bank(bank_key=key)
-            trajs = by_key[key]
-            for part in (trajs[i::SEED_UPDATES] for i in range(SEED_UPDATES)):
-                if not part:
-                    continue
-                teacher = TeacherCaller()
-                bank, samples, _ = update_bank(bank, part, teacher, cfg, iteration)
-                teacher.label_curator_by_quality(samples)
-                # every seed step's protocols: more (and more varied) contract prompts than the final
-                # bank alone
-                self.teacher += teacher.examples + contract_examples(bank)
-            if bank.skills:  # a labelling pass over everything against the final skills; its bank is dropped
-                teacher = TeacherCaller()
-                update_bank(bank, trajs, teacher, cfg, iteration)
-                self.teacher += [e for e in teacher.examples if e[0] == "segment"]
+            bank, examples = seed_bank(self.banks.get(key) or Bank(bank_key=key), by_key[key],
+                                       self.cfg.skill_bank, iteration)
+            self.teacher += examples
             ray.get(self.store.publish_bank.remote(key, bank.version, bank.to_bytes(), iteration))
             self.banks[key] = bank
             versions[key] = bank.version

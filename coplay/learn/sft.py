@@ -95,7 +95,30 @@ class SftSession:
                 self.plan.append((adapter, tokenized, epochs))
         self.total = sum(epochs * -(-len(t) // batch_size) for _, t, epochs in self.plan)
         self.losses: dict[str, list[float]] = {adapter: [] for adapter, _, _ in self.plan}
+        self.examples: dict[str, int] = {}  # examples given per adapter (before empty completions drop out)
         self._batches = self._run()
+
+    @classmethod
+    def for_examples(cls, learner: Any, examples: Sequence[Any], epochs: int, lr: float,
+                     min_batches: dict[str, int] | None = None, seed: int = 0) -> SftSession:
+        """Every adapter of `learner` that has examples (objects with `.adapter`), in the learner's order; an
+        adapter with few examples runs more epochs, until it has at least `min_batches[adapter]` batches."""
+        plan = []
+        for adapter in learner.adapter_names:
+            mine = [e for e in examples if e.adapter == adapter]
+            if mine:
+                floor = (min_batches or {}).get(adapter, 0)
+                plan.append((adapter, mine, sft_epochs(len(mine), epochs, floor)))
+        session = cls(learner, plan, lr=lr, seed=seed)
+        session.examples = {adapter: len(mine) for adapter, mine, _ in plan}
+        return session
+
+    def report(self) -> dict[str, Any]:
+        """Per adapter trained so far: examples, epochs, batches, first and last batch loss."""
+        return {adapter: {"examples": self.examples.get(adapter, len(tokenized)), "epochs": epochs,
+                          "batches": len(self.losses[adapter]), "first_loss": self.losses[adapter][0],
+                          "last_loss": self.losses[adapter][-1]}
+                for adapter, tokenized, epochs in self.plan if self.losses[adapter]}
 
     def run(self, max_batches: int | None = None) -> list[tuple[str, float]]:
         """Train up to `max_batches` more batches (all that are left when None); (adapter, loss) of each.
@@ -164,6 +187,14 @@ def run_sft(
     """
     session = SftSession(learner, [(adapter, examples, epochs)], lr, batch_size, seed)
     return [loss for _, loss in session.run()]
+
+
+def sft_adapters(learner: Any, examples: Sequence[Any], epochs: int, lr: float,
+                 min_batches: dict[str, int] | None = None, seed: int = 0) -> dict[str, Any]:
+    """Cold-start SFT of every adapter of `learner` that has examples, in one go (`SftSession.report`)."""
+    session = SftSession.for_examples(learner, examples, epochs, lr, min_batches, seed)
+    session.run()
+    return session.report()
 
 
 @torch.no_grad()

@@ -8,7 +8,9 @@ segment ranked in the segmentation's own score order (the order the prompt lists
 APPROVE when ΔQ ≥ 0, REJECT when it fell, the verdict the curator reward pays for — so the SFT'd curator
 has seen both answers instead of memorising APPROVE. Contract
 examples are the final deterministic protocols of the bank's skills under the prompt `contract_round`
-builds. Every prompt and answer is recorded as an example. Pure Python: no ray, no torch.
+builds. Every prompt and answer is recorded as an example. `seed_bank` builds one seed bank this way and
+returns it with its examples (the SkillBankActor's `seed_banks` and benchmarks call it). Pure Python: no ray,
+no torch.
 """
 
 from __future__ import annotations
@@ -17,13 +19,16 @@ import json
 import re
 from collections.abc import Sequence
 
+from coplay.config import SkillBankConfig
 from coplay.skills.caller import ChatMessages, Completion, FunctionCaller
 from coplay.skills.model_rounds import skill_contract_prompt
 from coplay.skills.schema import Bank
-from coplay.types import Sample
+from coplay.skills.update import update_bank
+from coplay.types import Sample, Trajectory
 
 Example = tuple[str, ChatMessages, str]  # (adapter, prompt messages, completion)
 _RANK_IDS = re.compile(r"Rank these ids: (.+)$", re.MULTILINE)
+SEED_UPDATES = 2  # updates that build the seed bank (the first materializes skills, the second refines them)
 
 
 def _deterministic_answer(adapter: str, prompt: ChatMessages) -> str:
@@ -86,6 +91,30 @@ def contract_examples(bank: Bank) -> list[Example]:
         examples.append(("contract", prompt,
                          f"EFFECTS: {effects}\n{json.dumps(protocol, ensure_ascii=False)}"))
     return examples
+
+
+def seed_bank(bank: Bank, trajectories: Sequence[Trajectory], cfg: SkillBankConfig,
+              iteration: int = 0) -> tuple[Bank, list[Example]]:
+    """One bank key's seed bank, built deterministically from teacher trajectories: `SEED_UPDATES` updates
+    over interleaved parts of them, then a labelling pass, with `TeacherCaller` answering as the
+    deterministic policy. Returns the bank and the bank adapters' teacher examples it recorded (the
+    `contract` examples: the protocols of every seed step's bank)."""
+    # every segment goes to the (teacher) segment adapter: its answer is the DP order, so nothing changes
+    cfg = cfg.with_values({"use_model": True, "segmentation.margin": float("inf")})
+    examples: list[Example] = []
+    for part in (list(trajectories[i::SEED_UPDATES]) for i in range(SEED_UPDATES)):
+        if not part:
+            continue
+        teacher = TeacherCaller()
+        bank, samples, _ = update_bank(bank, part, teacher, cfg, iteration)
+        teacher.label_curator_by_quality(samples)
+        # every seed step's protocols: more (and more varied) contract prompts than the final bank alone
+        examples += teacher.examples + contract_examples(bank)
+    if bank.skills:  # a labelling pass over everything against the final skills; its bank is dropped
+        teacher = TeacherCaller()
+        update_bank(bank, list(trajectories), teacher, cfg, iteration)
+        examples += [e for e in teacher.examples if e[0] == "segment"]
+    return bank, examples
 
 
 def dedupe(examples: Sequence[Example], limit_per_adapter: int) -> list[Example]:

@@ -99,3 +99,6 @@ def test_sft_session_runs_in_chunks_over_adapters_and_counts_its_batches(tiny_mo
     assert fresh.versions == {"act": versions["act"] + 1, "curator": versions["curator"] + 1}
     assert fresh.optimizer_state("act") == {} and fresh.optimizer_state("curator") == {}
     assert session.run(2) == []
+    report = session.report()
+    assert [report[a]["batches"] for a in ("act", "curator")] == [6, 1]
+    assert report["act"]["first_loss"] == session.losses["act"][0]

@@ -1,0 +1,33 @@
+"""The cold-start formats benchmark (benchmarks/cold_start_formats.py) end to end with `--quick`: the tiny
+model only, teacher data, SFT of the four measured adapters and generation in the `hf` engine, all for real
+and small (under a minute on two cores). Checks the JSON's shape and that every rate is a fraction; the
+figures themselves come from the full run (`benchmarks/results/cold-start-formats.json`)."""
+
+from __future__ import annotations
+
+import json
+
+RATES = {"act": ("parse_rate", "legal_rate"), "retrieve": ("parse_rate",),
+         "contract": ("parse_validate_rate",), "curator": ("verdict_parse_rate",)}
+
+
+def test_quick_run_writes_rates_per_adapter(tmp_path, tiny_model_config):
+    from benchmarks.cold_start_formats import main
+
+    out = tmp_path / "formats.json"
+    printed = main(["--quick", "--out", str(out), f"model.tiny.cache_dir={tiny_model_config.tiny.cache_dir}"])
+    result = json.loads(out.read_text())
+    assert result == json.loads(json.dumps(printed))
+    assert result["quick"]
+    assert result["command"].startswith("nice -n 10 python -m benchmarks.cold_start_formats --quick")
+    assert len(result["loadavg_before"]) == 3 and result["commit"]
+    tiny = result["models"]["tiny"]
+    assert set(tiny["seconds"]) == {"teacher_data", "sft", "generation"}
+    assert set(tiny["sft"]) == set(RATES)  # each measured adapter was trained
+    assert tiny["sft"]["act"]["batches"] >= 1
+    for adapter, keys in RATES.items():
+        formats = tiny["formats"][adapter]
+        assert formats["n"] >= 1, adapter
+        for key in keys:
+            assert 0.0 <= formats[key] <= 1.0, (adapter, key, formats[key])
+        assert all(isinstance(text, str) for text in formats["examples"])

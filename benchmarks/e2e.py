@@ -38,7 +38,9 @@ G = rollout workers + learner ranks on CPU (CPU slots), on GPU the GPUs they hol
     hidden bank share = 1 - sum(bank_wait_s) / sum(bank_s);
     hidden training share = 1 - sum(training) / sum(train_s)
 Across runs: overlap speedup = median iteration_s (s = 0) / median iteration_s (s = 1), over the measured
-iterations (`overlap_speedup_total` = W(s = 0) / W(s = 1)).
+iterations (`overlap_speedup_total` = W(s = 0) / W(s = 1)). Its ideal on this machine is what a perfect
+overlap of rollouts and training would give: median iteration_s (s = 0) / max(median rollouts, median
+training), both of the s = 0 run (rollouts = generation + env); `overlap_share_of_ideal` = speedup / ideal.
 
 Caveats: an iteration with faults (a rollout worker or bank update re-run, listed in `iterations_with_faults`)
 times the re-run, not the lost work. The bank actor's model calls run on the rollout workers' engines, so
@@ -148,6 +150,8 @@ def summarize_run(records: list[dict[str, Any]], staleness: int, workers: int, s
         "measured_iterations": [int(r["iteration"]) for r in rows],
         "iteration_s": [round(s["iteration"], 4) for s in splits],
         "iteration_s_median": statistics.median(s["iteration"] for s in splits),
+        "rollouts_s_median": statistics.median(s["generation"] + s["env"] for s in splits),
+        "training_s_median": statistics.median(s["training"] + s["hidden_training"] for s in splits),
         "split_mean_s": {p: round(v, 6) for p, v in mean.items()},
         "split_per_iteration_s": [{p: round(s[p], 4) for p in (*PARTS, "hidden_training", "hidden_bank")}
                                   for s in splits],
@@ -162,9 +166,13 @@ def summarize_run(records: list[dict[str, Any]], staleness: int, workers: int, s
 
 
 def overlap_speedup(synchronous: dict[str, Any], overlapped: dict[str, Any]) -> dict[str, float]:
-    """Median iteration wall at staleness 0 over the same at staleness 1, and the ratio of the total walls."""
-    return {"overlap_speedup": synchronous["iteration_s_median"] / overlapped["iteration_s_median"],
-            "overlap_speedup_total": synchronous["wall_s"] / overlapped["wall_s"]}
+    """Median iteration wall at staleness 0 over the same at staleness 1, the ratio of the total walls, and
+    the speedup as a share of the ideal one (the module docstring)."""
+    speedup = synchronous["iteration_s_median"] / overlapped["iteration_s_median"]
+    longest = max(synchronous["rollouts_s_median"], synchronous["training_s_median"])
+    ideal = synchronous["iteration_s_median"] / longest if longest > 0 else float("nan")
+    return {"overlap_speedup": speedup, "overlap_speedup_total": synchronous["wall_s"] / overlapped["wall_s"],
+            "overlap_speedup_ideal": ideal, "overlap_share_of_ideal": speedup / ideal}
 
 
 # ---------------------------------------------------------------------------------------------- plot
@@ -285,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
             f"generated_tok_s_per_{slot_name}": round(overlapped["generated_tokens_per_s_per_slot"], 3),
             "iteration_s": round(overlapped["iteration_s_median"], 3),
             "overlap_speedup": round(speedup["overlap_speedup"], 3),
+            "overlap_share_of_ideal": round(speedup["overlap_share_of_ideal"], 3),
         },
     }
     if overlapped["hidden_bank_share"] is not None:

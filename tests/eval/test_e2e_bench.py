@@ -119,6 +119,9 @@ def test_overlap_speedup_is_the_ratio_of_median_iteration_walls():
     speedup = overlap_speedup(sync_run, overlapped)
     assert speedup["overlap_speedup"] == pytest.approx(4.4 / 2.2)  # the outlier iteration does not move it
     assert speedup["overlap_speedup_total"] == pytest.approx(17.4 / 6.6)
+    # ideal: s = 0's median iteration over its longer part (rollouts 2.0 against training 1.5)
+    assert speedup["overlap_speedup_ideal"] == pytest.approx(4.4 / 2.0)
+    assert speedup["overlap_share_of_ideal"] == pytest.approx((4.4 / 2.2) / (4.4 / 2.0))
 
 
 def test_slots_count_cpu_slots_and_shared_gpus_once():

@@ -76,6 +76,7 @@ class RolloutWorkerImpl:
             self.bank_versions[key] = version
             ray.get(self.store.acknowledge.remote(self.name, "bank", key, version, record.sha256))
             report.loaded.append(f"bank:{key}@v{version}")
+        report.held = self.engine.loaded_adapters()
         return report
 
     def _skills_for(self, game: str, role: str) -> BankSkills | None:

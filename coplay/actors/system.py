@@ -118,6 +118,8 @@ class System:
         ).remote(self.actor_config, self.store, self.workers)
         self.bank_payloads: dict[tuple[str, int], bytes] = {}
         self.serving: tuple[list[tuple[str, int]], dict[str, int]] = ([], {})
+        self.held: dict[int, list[str]] = {}  # worker index -> adapters it held after its last sync
+        self.frozen: list[int] = []  # frozen `act` versions of the serving set
         self.republish = RepublishPolicy(cfg.cluster.artifact_max_failures)
         self.faults: dict[str, Any] = {}
 
@@ -129,6 +131,7 @@ class System:
         system.cfg, system.run, system.store, system.workers = cfg, run, store, workers
         system.learner = system.bank = None
         system.bank_payloads, system.serving, system.faults = {}, ([], {}), {}
+        system.held, system.frozen = {}, []
         system.republish = RepublishPolicy(cfg.cluster.artifact_max_failures)
         return system
 
@@ -172,7 +175,7 @@ class System:
         if len(wanted) > self.cfg.engine.max_loras:
             raise ValueError(f"serving set of {len(wanted)} adapter versions exceeds engine.max_loras="
                              f"{self.cfg.engine.max_loras}: {wanted}")
-        self.serving = (wanted, dict(banks))
+        self.serving, self.frozen = (wanted, dict(banks)), list(frozen_act)
         ray.get(self.store.set_serving.remote(wanted, dict(banks)))
         for i in range(len(self.workers)):
             self.sync_worker(i)
@@ -194,6 +197,7 @@ class System:
                     raise
                 wait_alive([self.workers[index]])
                 continue
+            self.held[index] = list(report.held)
             if not report.failed:
                 return
             for refusal in report.failed:
@@ -317,7 +321,11 @@ class System:
             trajectories += decode_shard(result.shard, str(path)).trajectories
         data = IterationData(rollouts.iteration, trajectories, [r.shard for r in results],
                              dict(bank_versions))
-        return data, CollectStats.of(results, time.perf_counter() - rollouts.started)
+        stats = CollectStats.of(results, time.perf_counter() - rollouts.started)
+        frozen = {f"act@v{v}" for v in self.frozen}
+        stats.adapters_held = max((len(h) for h in self.held.values()), default=0)
+        stats.frozen_held = max((len(frozen.intersection(h)) for h in self.held.values()), default=0)
+        return data, stats
 
     def bank_update(self, data: IterationData, versions: dict[str, int], base: dict[str, int]) -> BankJob:
         """Queue the shards of one iteration and start the bank update over it (building on bank versions

@@ -37,6 +37,7 @@ class SyncReport:
 
     loaded: list[str] = field(default_factory=list)
     failed: list[Refusal] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)  # every adapter the engine holds after the sync
 
 
 def engine_label(adapter: str, version: int) -> str:

@@ -203,6 +203,7 @@ def iteration_record(iteration: int, data: IterationData, stats: CollectStats, b
                     "generation_s": stats.generation_seconds, "env_s": stats.env_ns / 1e9,
                     "bank_s": stats.bank_s,
                     "bank_wait_s": stats.bank_wait_s, "train_s": train_json.get("train_seconds", 0.0)},
+        "serving": {"adapters_held": stats.adapters_held, "frozen_held": stats.frozen_held},
         "generated_tokens": stats.generated_tokens,
         "generated_tokens_per_s": stats.generated_tokens / max(stats.generation_seconds, 1e-9),
         "faults": faults,

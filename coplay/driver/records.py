@@ -48,6 +48,8 @@ class CollectStats:
     sync_s: float = 0.0
     bank_wait_s: float = 0.0
     bank_s: float = 0.0
+    adapters_held: int = 0  # the most adapter versions any worker held while these rollouts ran
+    frozen_held: int = 0  # the most frozen `act` versions any worker held meanwhile
 
     @classmethod
     def of(cls, results: list[RolloutResult], wall_seconds: float) -> CollectStats:

@@ -30,6 +30,7 @@ from coplay.driver.progress import Phase, phase
 from coplay.driver.records import CollectStats, IterationData
 from coplay.driver.schedule import BankSchedule, VersionLedger
 from coplay.driver.spread import spread_plans
+from coplay.engines.base import engine_name
 from coplay.rollout.model_episodes import EpisodePlan
 from coplay.runs import RunDir
 from coplay.skills.schema import Bank
@@ -322,7 +323,7 @@ class System:
         data = IterationData(rollouts.iteration, trajectories, [r.shard for r in results],
                              dict(bank_versions))
         stats = CollectStats.of(results, time.perf_counter() - rollouts.started)
-        frozen = {f"act@v{v}" for v in self.frozen}
+        frozen = {engine_name("act", v) for v in self.frozen}
         stats.adapters_held = max((len(h) for h in self.held.values()), default=0)
         stats.frozen_held = max((len(frozen.intersection(h)) for h in self.held.values()), default=0)
         return data, stats

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -29,7 +28,6 @@ from pathlib import Path
 
 COMMAND = "python -m benchmarks.learner"
 BACKENDS = {"torch": ("torch", 2), "zero2": ("deepspeed", 2), "zero3": ("deepspeed", 3)}
-DIST_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def child(args: argparse.Namespace) -> None:
@@ -89,7 +87,7 @@ def child(args: argparse.Namespace) -> None:
 
 
 def run_backend(name: str, args: argparse.Namespace, cache: str) -> dict:
-    from coplay.learn.distributed import free_port
+    from coplay.learn.distributed import free_port, lone_process_env
 
     flags = ["--child", name, "--cache", cache, "--model", args.model, "--repeats", str(args.repeats),
              "--batch", str(args.batch), "--prompt-len", str(args.prompt_len),
@@ -99,7 +97,7 @@ def run_backend(name: str, args: argparse.Namespace, cache: str) -> dict:
     else:
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={args.ranks}",
                "--master_addr=127.0.0.1", f"--master_port={free_port()}", "-m", "benchmarks.learner", *flags]
-    env = {k: v for k, v in os.environ.items() if k not in DIST_ENV}
+    env = lone_process_env()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:

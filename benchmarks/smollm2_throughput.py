@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cpu_kernels import lora_op_costs, matmul_peak
+from coplay.learn.distributed import lone_process_env
 
 COMMAND = "python -m benchmarks.smollm2_throughput"
 PARTS = ("engines", "lora_ops", "lora_vllm", "vllm_threads", "learner", "placement")
@@ -284,7 +285,7 @@ def run_child(args: argparse.Namespace, work: Path, kind: str, backend: str, pre
            "--max-tokens", str(args.max_tokens), "--requests", str(args.requests), "--rank", str(args.rank)]
     if adapter:
         cmd += ["--adapter", adapter]
-    env = {**os.environ, **(env_extra or {})}
+    env = lone_process_env(env_extra)
     # vLLM kills its engine when one model step runs past this (default 300 s): a whole-prompt prefill of a
     # set through the CPU LoRA ops on a loaded 2-core machine can take longer
     env.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "3600")
@@ -304,17 +305,28 @@ def _json_process(cmd: list[str], env: dict[str, str] | None, timeout: int) -> d
 
 def _run_json(cmd: list[str], env: dict[str, str] | None, timeout: int) -> dict:
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env or lone_process_env(),
+                              timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         return {"error": f"timeout after {timeout} s: {' '.join(cmd)}", "stderr": str(exc.stderr)[-1500:]}
-    for text in [*reversed([ln for ln in proc.stdout.splitlines() if ln.startswith("{")]), proc.stdout]:
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            continue
+    result = last_json_object(proc.stdout)
+    if result is not None:
+        return result
     errors = [ln for ln in proc.stderr.splitlines() if "Error" in ln or "error:" in ln][:20]
     return {"error": f"exit {proc.returncode}, no JSON: {' '.join(cmd)}", "error_lines": errors,
             "stderr": proc.stderr[-1500:]}
+
+
+def last_json_object(stdout: str) -> dict | None:
+    """The last JSON object in `stdout` that runs to its end, one line or indented over many: a child's
+    libraries (DeepSpeed, vLLM) may print their own lines before the benchmark's JSON."""
+    lines = stdout.splitlines()
+    for start in reversed([i for i, ln in enumerate(lines) if ln.startswith("{")]):
+        try:
+            return json.loads("\n".join(lines[start:]))
+        except json.JSONDecodeError:
+            continue
+    return None
 
 
 def summarize(result: dict, peak: dict[str, float]) -> dict:

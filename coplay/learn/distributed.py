@@ -23,6 +23,18 @@ from typing import Any
 
 LOOPBACK = "127.0.0.1"
 RENDEZVOUS_TIMEOUT_S = 600.0
+# what `join_process_group` exports (DeepSpeed reads them); a child process must not inherit them
+RENDEZVOUS_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                  "GLOO_SOCKET_IFNAME")
+
+
+def lone_process_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without the rendezvous variables, plus `extra`: the environment for a
+    child that trains on its own. A process that joined a group (an in-process `Learner`) carries
+    RANK / WORLD_SIZE / MASTER_PORT; a child that inherits them takes itself for rank 0 of that group and
+    fails to listen on the port its parent's store holds (EADDRINUSE)."""
+    env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS_ENV}
+    return {**env, **(extra or {})}
 
 
 def free_port() -> int:

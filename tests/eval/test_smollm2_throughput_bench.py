@@ -5,6 +5,7 @@ op costs, LoRA placement) checking the JSON it prints."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -79,10 +80,17 @@ def test_grouped_lora_equals_the_per_token_gather_it_replaces():
     assert torch.allclose(got, expected, atol=1e-5)
 
 
-def test_quick_run_prints_the_peak_the_lora_op_costs_and_the_placement():
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.smollm2_throughput", "--quick",
-                           "--parts", "lora_ops,placement"], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
+def test_quick_run_prints_the_peak_the_lora_op_costs_and_the_placement(monkeypatch):
+    # as after an in-process Learner (earlier tests): torchrun variables naming a port that is taken
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        for name, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                            "MASTER_PORT": str(held.getsockname()[1])}.items():
+            monkeypatch.setenv(name, value)
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.smollm2_throughput", "--quick",
+                               "--parts", "lora_ops,placement"], cwd=REPO, capture_output=True, text=True,
+                              timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
     assert out["model"] == "tiny" and out["command"].endswith("--parts lora_ops,placement")
@@ -90,6 +98,7 @@ def test_quick_run_prints_the_peak_the_lora_op_costs_and_the_placement():
     assert all(g > 0 for g in out["peak"]["gflops"].values())
     assert {"tokens", "rank", "threads", "vllm_lora_over_base", "grouped_lora_over_base"} <= set(
         out["lora_ops"][0])
+    assert "placements" in out["placement"], out["placement"]
     placements = out["placement"]["placements"]
     assert set(placements) == {"top1", "all"}
     assert set(placements["all"]["share_of_peak"]) == {"float32", "bfloat16"}
@@ -104,3 +113,12 @@ def test_the_reserved_cpu_arm_is_compared_with_the_shipped_raw_engine():
     r = derive(out, PEAK)["ratios"]
     assert r["raw_vllm_reserved_0_over_default_base"] == pytest.approx(2.0)
     assert r["raw_vllm_reserved_0_over_default_lora"] == pytest.approx(1.0)
+
+
+def test_a_childs_indented_json_is_found_after_its_libraries_lines():
+    from benchmarks.smollm2_throughput import last_json_object
+
+    noisy = '[INFO] a library line\n{not json\n{\n "placements": {\n  "all": 1\n }\n}\n'
+    assert last_json_object(noisy) == {"placements": {"all": 1}}
+    assert last_json_object('{"a": 1}\n{"b": 2}\n') == {"b": 2}
+    assert last_json_object("no json here\n") is None

@@ -4,7 +4,6 @@ exact resume in a fresh process, publishing, refusal of corrupt or mismatched ch
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,10 +12,9 @@ import pytest
 import torch
 from scenarios import batch, make_learner
 
-from coplay.learn.distributed import free_port
+from coplay.learn.distributed import free_port, lone_process_env
 
 HERE = Path(__file__).parent
-DIST_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +57,7 @@ def _run_scenario(args: list[str], ranks: int = 1, timeout: int = 600) -> None:
     else:
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}",
                "--master_addr=127.0.0.1", f"--master_port={free_port()}", str(HERE / "scenarios.py"), *args]
-    env = {k: v for k, v in os.environ.items() if k not in DIST_ENV}
+    env = lone_process_env()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=HERE.parent.parent,
                           env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -8,6 +8,11 @@ overlaps the rollouts): 2048, the tiny model, the vLLM CPU engine (vLLM on GPU),
 rollout worker and one learner rank, same seeds (`WORKLOAD` below; the JSON repeats it). Each run is a real
 `coplay.loop.train` (its own local Ray cluster, cold-start SFT, then `--iterations` iterations); the figures
 come from its `metrics.jsonl`. Evaluation is off and checkpoints fall outside the timed iterations.
+Side cases (`--cases`, `CASES` below), each one more staleness-1 run of the same workload: two rollout
+workers with fewer GRPO groups than workers (the group is split) and with more (whole groups round robin),
+each worker's rollout seconds and episode seats shown (none may idle); and Mario, its emulator stepping in
+the worker's event loop against on env threads (`rollout.env_threads`), the env share beside the iteration
+time.
 
 Measured iterations: k >= 2 (iteration 1 has no bank update and, with staleness 1, no learner step). With N
 iterations both runs have N - 1 measured iterations and N - 1 learner steps inside them (staleness 1 trains
@@ -65,6 +70,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -93,6 +99,18 @@ WORKLOAD = [
     "learner.micro_batch_size=8", "skill_bank.group_size=4", "eval.every=0", "loop.checkpoint_every=1000",
     "cluster.num_cpus=2", "logging.console=false",
 ]
+# Side cases, each one more staleness-1 run of WORKLOAD with these overrides (8 episodes, like the main runs):
+# two rollout workers with fewer groups than workers (one group of 8: split across both) and with more (four
+# groups of 2: whole groups, round robin); Mario with its emulator stepping in the worker's event loop and on
+# env threads. Two workers and a learner rank make three CPU slots on the same two cores.
+CASES = {
+    "workers_2_one_group": ["rollout.workers=2", "rollout.start_states=1", "rollout.group_size=8",
+                            "cluster.num_cpus=3"],
+    "workers_2_four_groups": ["rollout.workers=2", "rollout.start_states=4", "rollout.group_size=2",
+                              "cluster.num_cpus=3"],
+    "mario_env_in_worker": ["games=[mario]", "rollout.env_threads=0"],
+    "mario_env_threads": ["games=[mario]", "rollout.env_threads=4"],
+}
 
 
 # ---------------------------------------------------------------------------------------------- computations
@@ -165,6 +183,24 @@ def summarize_run(records: list[dict[str, Any]], staleness: int, workers: int, s
     }
 
 
+def case_row(records: list[dict[str, Any]], summary: dict[str, Any]) -> dict[str, Any]:
+    """A side case beside the others: iteration time, env share of it, and per worker the mean rollout
+    seconds and episode seats over the measured iterations (a worker with 0 seats in any of them idled)."""
+    rows = measured_records(records)
+    per_worker = [r.get("workers", {}) for r in rows]
+    width = max((len(w.get("episodes", [])) for w in per_worker), default=0)
+
+    def mean_of(key: str, i: int) -> float:
+        return statistics.fmean(float(w[key][i]) if i < len(w.get(key, [])) else 0.0 for w in per_worker)
+
+    split = summary["split_mean_s"]
+    return {"iteration_s_median": summary["iteration_s_median"],
+            "env_share": split["env"] / max(sum(split[p] for p in PARTS), 1e-9),
+            "worker_rollout_s_mean": [round(mean_of("rollout_s", i), 4) for i in range(width)],
+            "worker_episodes_mean": [mean_of("episodes", i) for i in range(width)],
+            "idle_worker_iterations": sum(1 for w in per_worker for n in w.get("episodes", []) if n == 0)}
+
+
 def overlap_speedup(synchronous: dict[str, Any], overlapped: dict[str, Any]) -> dict[str, float]:
     """Median iteration wall at staleness 0 over the same at staleness 1, the ratio of the total walls, and
     the speedup as a share of the ideal one (the module docstring)."""
@@ -184,7 +220,7 @@ def plot_split(runs: dict[str, dict[str, Any]], path: Path, title: str) -> Path:
     import matplotlib.pyplot as plt
 
     names = list(runs)
-    fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=120)
+    fig, ax = plt.subplots(figsize=(max(6.4, 1.6 * len(names) + 2.0), 4.8), dpi=120)
     bottoms = [0.0] * len(names)
     for part in PARTS:
         heights = [runs[n]["split_mean_s"][part] for n in names]
@@ -193,7 +229,7 @@ def plot_split(runs: dict[str, dict[str, Any]], path: Path, title: str) -> Path:
         bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
     for i, n in enumerate(names):
         split = runs[n]["split_mean_s"]
-        ax.annotate(f"{bottoms[i]:.2f} s\nhidden: train {split['hidden_training']:.2f} s, "
+        ax.annotate(f"{bottoms[i]:.2f} s\nhidden: train {split['hidden_training']:.2f} s,\n"
                     f"bank {split['hidden_bank']:.2f} s",
                     (i, bottoms[i]), ha="center", va="bottom", fontsize=8, xytext=(0, 3),
                     textcoords="offset points")
@@ -213,20 +249,41 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
-def run_workload(staleness: int, iterations: int, out_dir: Path,
-                 cache_dir: str | None) -> tuple[Any, Path, float]:
-    """One real loop run; returns its config, run folder and total wall seconds (start-up included)."""
+def run_workload(staleness: int, iterations: int, out_dir: Path, cache_dir: str | None,
+                 case: str | None = None) -> tuple[Any, Path, float]:
+    """One real loop run (WORKLOAD, then a side case's overrides); returns its config, run folder and total
+    wall seconds (start-up included)."""
     from coplay.config import load_config
     from coplay.loop import train
 
-    overrides = WORKLOAD + [f"run.out_dir={out_dir}", f"run.name=e2e-s{staleness}",
-                            f"loop.iterations={iterations}", f"loop.staleness={staleness}"]
+    overrides = WORKLOAD + CASES.get(case or "", []) + [
+        f"run.out_dir={out_dir}", f"run.name=e2e-{case or f's{staleness}'}", f"loop.iterations={iterations}",
+        f"loop.staleness={staleness}"]
     if cache_dir:
         overrides.append(f"model.tiny.cache_dir={cache_dir}")
     cfg = load_config(overrides=overrides)
     started = time.perf_counter()
     run_dir = train(cfg)
     return cfg, Path(run_dir), time.perf_counter() - started
+
+
+def measure(staleness: int, case: str | None, iterations: int, out_dir: Path, args: argparse.Namespace,
+            gpu: bool) -> dict[str, Any]:
+    """One run and its summary (a side case's also with `case_row`)."""
+    load_at_start = os.getloadavg()[0]
+    cfg, run_dir, seconds = run_workload(staleness, iterations, out_dir, args.cache_dir, case)
+    slots = slot_count(cfg.rollout.workers, cfg.learner.ranks, gpu, cfg.cluster.rollout_worker_gpus,
+                       cfg.cluster.learner_rank_gpus)
+    records = read_metrics(run_dir)
+    summary = summarize_run(records, staleness, cfg.rollout.workers, slots)
+    if case:
+        summary.update(case_row(records, summary))
+    summary["run_seconds_total"] = seconds
+    summary["loadavg_1min_start_end"] = [round(load_at_start, 2), round(os.getloadavg()[0], 2)]
+    summary["run_dir"] = str(run_dir) if args.keep else None
+    print(f"[e2e] {case or f'staleness {staleness}'}: {seconds:.0f} s, "
+          f"median iteration {summary['iteration_s_median']:.2f} s", file=sys.stderr, flush=True)
+    return summary
 
 
 def _gpu_available() -> bool:
@@ -245,7 +302,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="run folders (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the run folders")
     parser.add_argument("--cache-dir", default=None, help="tiny model cache (default: coplay's own)")
+    parser.add_argument("--cases", default=",".join(CASES),
+                        help=f"side cases after the two main runs, comma-separated: {', '.join(CASES)} "
+                             "(default all; 'none' for none)")
     args = parser.parse_args(argv)
+    cases = [] if args.cases in ("", "none") else args.cases.split(",")
+    unknown = sorted(set(cases) - set(CASES))
+    if unknown:
+        parser.error(f"unknown case(s) {unknown}; known: {', '.join(CASES)}")
     iterations = args.iterations or (QUICK_ITERATIONS if args.quick else DEFAULT_ITERATIONS)
     if iterations < 2:
         parser.error("--iterations must be at least 2 (iteration 1 is not measured)")
@@ -254,37 +318,34 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     started = time.perf_counter()
     runs: dict[str, dict[str, Any]] = {}
+    side: dict[str, dict[str, Any]] = {}
     try:
         for staleness in STALENESS_ORDER:
-            load_at_start = os.getloadavg()[0]
-            cfg, run_dir, seconds = run_workload(staleness, iterations, out_dir, args.cache_dir)
-            slots = slot_count(cfg.rollout.workers, cfg.learner.ranks, gpu, cfg.cluster.rollout_worker_gpus,
-                               cfg.cluster.learner_rank_gpus)
-            summary = summarize_run(read_metrics(run_dir), staleness, cfg.rollout.workers, slots)
-            summary["run_seconds_total"] = seconds
-            summary["loadavg_1min_start_end"] = [round(load_at_start, 2), round(os.getloadavg()[0], 2)]
-            summary["run_dir"] = str(run_dir) if args.keep else None
-            runs[f"staleness_{staleness}"] = summary
-            print(f"[e2e] staleness {staleness}: {seconds:.0f} s, "
-                  f"median iteration {summary['iteration_s_median']:.2f} s",
-                  file=sys.stderr, flush=True)
+            runs[f"staleness_{staleness}"] = measure(staleness, None, iterations, out_dir, args, gpu)
+        for case in cases:
+            side[case] = measure(1, case, iterations, out_dir, args, gpu)
     finally:
         if not args.keep:
             shutil.rmtree(out_dir, ignore_errors=True)
     overlapped, synchronous = runs["staleness_1"], runs["staleness_0"]
     speedup = overlap_speedup(synchronous, overlapped)
     slot_name = "gpu" if gpu else "cpu_slot"
-    plot = plot_split({"staleness 1\n(overlapped)": overlapped, "staleness 0\n(synchronous)": synchronous},
+    bars = {"staleness 1\n(overlapped)": overlapped, "staleness 0\n(synchronous)": synchronous,
+            **{textwrap.fill(case.replace("_", " "), 12): row for case, row in side.items()}}
+    plot = plot_split(bars,
                       args.plot, f"coplay e2e: one iteration, {iterations - 1} measured "
                                  f"(overlap speedup {speedup['overlap_speedup']:.2f}x)")
     command = (COMMAND + (" --quick" if args.quick else "")
-               + (f" --iterations {args.iterations}" if args.iterations else ""))
+               + (f" --iterations {args.iterations}" if args.iterations else "")
+               + (f" --cases {args.cases}" if args.cases != ",".join(CASES) else ""))
     result = {
         "benchmark": "e2e", "command": command, "quick": args.quick, "iterations": iterations,
         "device": "gpu" if gpu else "cpu", "slot": slot_name, "slots": overlapped["slots"],
         "workload": {"overrides": WORKLOAD, "staleness_runs": list(STALENESS_ORDER),
                      "measured_iterations": overlapped["measured_iterations"]},
-        "runs": runs, **speedup, "plot": str(plot), "seconds": time.perf_counter() - started,
+        "runs": runs, **speedup,
+        "cases": {case: {"overrides": CASES[case], **row} for case, row in side.items()},
+        "plot": str(plot), "seconds": time.perf_counter() - started,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                     "loadavg_before": [round(x, 2) for x in load_before],
                     "loadavg_after": [round(x, 2) for x in os.getloadavg()]},

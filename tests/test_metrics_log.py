@@ -53,3 +53,16 @@ def test_maintenance_blocks_of_several_banks_add_up():
                {"maintenance": {"proposed": {"retire": 1}, "rejected": {"retire": 1}}}, {}]
     assert maintenance_totals(reports) == {"proposed": {"merge": 1, "retire": 3}, "applied": {"merge": 1},
                                            "quality_delta": {"merge": 0.25}, "rejected": {"retire": 1}}
+
+
+def test_each_rollout_workers_time_and_episodes_reach_the_record():
+    from coplay.driver.metrics import iteration_record
+    from coplay.driver.records import CollectStats, IterationData
+    from coplay.types import BankUpdate, RolloutResult
+
+    results = [RolloutResult(b"", ["e1", "e2", "e3"], 4.0, counters={"steps": 9}),
+               RolloutResult(b"", [], 0.0, counters={})]
+    record = iteration_record(1, IterationData(1, [], [], {}), CollectStats.of(results, 4.5), BankUpdate(),
+                              None, {}, 5.0, {})
+    assert record["workers"] == {"rollout_s": [4.0, 0.0], "episodes": [3, 0]}  # the second one idled
+    assert record["timings"]["generation_s"] == 4.0

@@ -204,6 +204,8 @@ def iteration_record(iteration: int, data: IterationData, stats: CollectStats, b
                     "bank_s": stats.bank_s,
                     "bank_wait_s": stats.bank_wait_s, "train_s": train_json.get("train_seconds", 0.0)},
         "serving": {"adapters_held": stats.adapters_held, "frozen_held": stats.frozen_held},
+        # one entry per rollout chunk, i.e. per worker that rolled out: who was busy and for how long
+        "workers": {"rollout_s": stats.worker_seconds, "episodes": stats.worker_episodes},
         "generated_tokens": stats.generated_tokens,
         "generated_tokens_per_s": stats.generated_tokens / max(stats.generation_seconds, 1e-9),
         "faults": faults,

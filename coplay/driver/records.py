@@ -50,12 +50,16 @@ class CollectStats:
     bank_s: float = 0.0
     adapters_held: int = 0  # the most adapter versions any worker held while these rollouts ran
     frozen_held: int = 0  # the most frozen `act` versions any worker held meanwhile
+    worker_seconds: list[float] = field(default_factory=list)  # per chunk (one per worker): rollout time
+    worker_episodes: list[int] = field(default_factory=list)  # per chunk: episode seats played
 
     @classmethod
     def of(cls, results: list[RolloutResult], wall_seconds: float) -> CollectStats:
         """Generation time is the slowest worker's; counters are summed over workers."""
         stats = cls(generation_seconds=max((r.seconds for r in results), default=0.0),
-                    wall_seconds=wall_seconds, generated_tokens=sum(r.generated_tokens for r in results))
+                    wall_seconds=wall_seconds, generated_tokens=sum(r.generated_tokens for r in results),
+                    worker_seconds=[r.seconds for r in results],
+                    worker_episodes=[len(r.episodes) for r in results])
         for key in COUNTED:
             setattr(stats, key, sum(int(r.counters.get(key, 0)) for r in results))
         return stats

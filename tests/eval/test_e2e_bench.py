@@ -140,8 +140,9 @@ def test_plot_writes_a_png(tmp_path):
 @pytest.mark.slow
 def test_quick_benchmark_runs_both_stalenesses_end_to_end(tmp_path):
     plot = tmp_path / "e2e.png"
-    done = subprocess.run([sys.executable, "-m", "benchmarks.e2e", "--quick", "--plot", str(plot)], cwd=REPO,
-                          capture_output=True, text=True, timeout=1500)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.e2e", "--quick", "--plot", str(plot), "--cases",
+                           "workers_2_one_group,mario_env_threads"], cwd=REPO, capture_output=True, text=True,
+                          timeout=2400)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["iterations"] == 3 and result["workload"]["measured_iterations"] == [2, 3]
@@ -151,4 +152,20 @@ def test_quick_benchmark_runs_both_stalenesses_end_to_end(tmp_path):
         assert sum(run["split_mean_s"][p] for p in PARTS) == pytest.approx(run["wall_s"] / 2, rel=1e-3)
     assert result["runs"]["staleness_0"]["hidden_training_share"] == pytest.approx(0.0)
     assert result["overlap_speedup"] > 0 and set(result["headline"]) >= {"overlap_speedup", "iteration_s"}
+    split_group = result["cases"]["workers_2_one_group"]  # one group of 8 on two workers: both roll out
+    assert split_group["idle_worker_iterations"] == 0 and len(split_group["worker_episodes_mean"]) == 2
+    assert sum(split_group["worker_episodes_mean"]) == 8
+    assert 0 < result["cases"]["mario_env_threads"]["env_share"] < 1
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_case_row_gives_each_workers_time_and_seats_and_counts_idle_ones():
+    from benchmarks.e2e import case_row
+
+    records = [record(k, timings(4.0, 3.0, 1.0, env_s=1.0)) for k in (2, 3)]
+    records[0]["workers"] = {"rollout_s": [3.0, 2.0], "episodes": [4, 4]}
+    records[1]["workers"] = {"rollout_s": [3.0, 0.0], "episodes": [8, 0]}
+    row = case_row(records, summarize_run(records, 1, 2, 3))
+    assert row["worker_rollout_s_mean"] == [3.0, 1.0] and row["worker_episodes_mean"] == [6.0, 2.0]
+    assert row["idle_worker_iterations"] == 1
+    assert 0 < row["env_share"] < 1

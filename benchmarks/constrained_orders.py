@@ -2,14 +2,16 @@
 (`rollout.constrained_orders`), and what the constraint costs in generated tokens/s.
 
 Requests: the real `act` prompt (`coplay.agent.prompts.build_act_prompt`) of every power in the first
-movement phase of `--seeds` seeded Diplomacy start positions, the tiny model (base weights, no adapter),
+movement phase of `--seeds` seeded Diplomacy start positions, `--model` (the tiny model by default, or
+SmolLM2-135M-Instruct from the model catalogue; base weights, no adapter),
 seeded sampling at temperature 1, up to `--max-tokens` new tokens. Each mode (`free`, `constrained`) is timed
 `--repeats` times after one warm-up on the same requests (the constrained mode's regex compilation is part
 of its time). Invalid-order rate: the share of the power's units that get no legal order from the answer
 (invalid or missing lines; the env makes those units hold), measured with the env's own order resolution.
 Medians; `tokens_per_s_ratio` = constrained / free, measured in this run. Prints one JSON object.
 
-Run: ``python -m benchmarks.constrained_orders [--backend vllm] [--seeds 2] [--repeats 3] [--max-tokens 256]``
+Run: ``python -m benchmarks.constrained_orders [--model smollm2-135m-instruct] [--backend vllm] [--seeds 2]
+[--repeats 3] [--max-tokens 256]``
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ def run_mode(engine: Any, pairs: list[tuple[Any, dict]], constrained: bool, repe
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="tiny", help="tiny, or a catalogue name (smollm2-135m-instruct)")
     parser.add_argument("--backend", choices=("vllm", "hf"), default="vllm")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
@@ -93,7 +96,8 @@ def main() -> None:
         args.seeds, args.repeats, args.max_tokens = 1, 1, 128
     from coplay.engines.factory import make_engine
 
-    model_cfg = ModelConfig(dtype="float32", tiny=TinyModelConfig(cache_dir=tempfile.mkdtemp(prefix="tiny-")))
+    model_cfg = ModelConfig(name=args.model, dtype="float32",
+                            tiny=TinyModelConfig(cache_dir=tempfile.mkdtemp(prefix="tiny-")))
     engine_cfg = EngineConfig(backend=args.backend, max_loras=2, max_lora_rank=8, max_model_len=4096,
                               max_num_seqs=16, cpu_kvcache_gib=1, dtype="float32", enforce_eager=True)
     started = time.perf_counter()
@@ -107,9 +111,10 @@ def main() -> None:
         engine.close()
     result = {
         "benchmark": "constrained_orders",
-        "command": f"{COMMAND} --backend {args.backend} --seeds {args.seeds} --repeats {args.repeats} "
-                   f"--max-tokens {args.max_tokens}",
-        "model": "tiny (random weights, base model)", "backend": args.backend,
+        "command": f"{COMMAND} --model {args.model} --backend {args.backend} --seeds {args.seeds} "
+                   f"--repeats {args.repeats} --max-tokens {args.max_tokens}",
+        "model": "tiny (random weights)" if args.model == "tiny" else args.model,
+        "backend": args.backend,
         "platform": platform.platform(),
         "free": free, "constrained": constrained,
         "tokens_per_s_ratio": constrained["tokens_per_s_median"] / free["tokens_per_s_median"],

@@ -11,8 +11,9 @@ come from its `metrics.jsonl`. Evaluation is off and checkpoints fall outside th
 Side cases (`--cases`, `CASES` below), each one more staleness-1 run of the same workload: two rollout
 workers with fewer GRPO groups than workers (the group is split) and with more (whole groups round robin),
 each worker's rollout seconds and episode seats shown (none may idle); and Mario, its emulator stepping in
-the worker's event loop against on env threads (`rollout.env_threads`), the env share beside the iteration
-time.
+the worker's event loop against on env threads (`rollout.env_threads`), the env share (seconds inside env
+calls over rollout seconds) beside the iteration time. With env threads the env calls overlap generation, so
+the split puts no rollout time on env (`env_overlapped`).
 
 Measured iterations: k >= 2 (iteration 1 has no bank update and, with staleness 1, no learner step). With N
 iterations both runs have N - 1 measured iterations and N - 1 learner steps inside them (staleness 1 trains
@@ -120,10 +121,12 @@ def measured_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: int(r["iteration"]))
 
 
-def iteration_split(timings: dict[str, float], staleness: int, workers: int) -> dict[str, float]:
-    """One iteration's wall time split into PARTS (they add up to iteration_s), plus the hidden work."""
+def iteration_split(timings: dict[str, float], staleness: int, workers: int,
+                    env_overlapped: bool = False) -> dict[str, float]:
+    """One iteration's wall time split into PARTS (they add up to iteration_s), plus the hidden work. With
+    `env_overlapped` (env threads) env calls run beside generation, so none of the rollouts is put on env."""
     rollouts = float(timings.get("generation_s", 0.0))
-    env = min(float(timings.get("env_s", 0.0)) / max(1, workers), rollouts)
+    env = 0.0 if env_overlapped else min(float(timings.get("env_s", 0.0)) / max(1, workers), rollouts)
     train_s = float(timings.get("train_s", 0.0))
     training = train_s if staleness == 0 else max(0.0, train_s - rollouts)
     bank_s, bank_wait = float(timings.get("bank_s", 0.0)), float(timings.get("bank_wait_s", 0.0))
@@ -150,13 +153,14 @@ def _share_hidden(exposed: float, total: float) -> float | None:
     return None if total <= 0 else 1.0 - exposed / total
 
 
-def summarize_run(records: list[dict[str, Any]], staleness: int, workers: int, slots: int) -> dict[str, Any]:
+def summarize_run(records: list[dict[str, Any]], staleness: int, workers: int, slots: int,
+                  env_overlapped: bool = False) -> dict[str, Any]:
     """The figures of one run (see the module docstring) from its metrics records."""
     rows = measured_records(records)
     if not rows:
         raise ValueError(f"staleness {staleness}: no measured iterations (records with timings and "
                          f"iteration >= 2); run at least 2 iterations")
-    splits = [iteration_split(r["timings"], staleness, workers) for r in rows]
+    splits = [iteration_split(r["timings"], staleness, workers, env_overlapped) for r in rows]
     wall = sum(s["iteration"] for s in splits)
     trained = sum(int(r.get("train", {}).get("trained_tokens", 0)) for r in rows)
     generated = sum(int(r.get("generated_tokens", 0)) for r in rows)
@@ -184,8 +188,10 @@ def summarize_run(records: list[dict[str, Any]], staleness: int, workers: int, s
 
 
 def case_row(records: list[dict[str, Any]], summary: dict[str, Any]) -> dict[str, Any]:
-    """A side case beside the others: iteration time, env share of it, and per worker the mean rollout
-    seconds and episode seats over the measured iterations (a worker with 0 seats in any of them idled)."""
+    """A side case beside the others: iteration time; the env share, seconds inside env calls over rollout
+    seconds (with env threads the calls overlap generation and each other, so it can pass 1 and is not a
+    part of the wall time); and per worker the mean rollout seconds and episode seats over the measured
+    iterations (a worker with 0 seats in any of them idled)."""
     rows = measured_records(records)
     per_worker = [r.get("workers", {}) for r in rows]
     width = max((len(w.get("episodes", [])) for w in per_worker), default=0)
@@ -193,9 +199,10 @@ def case_row(records: list[dict[str, Any]], summary: dict[str, Any]) -> dict[str
     def mean_of(key: str, i: int) -> float:
         return statistics.fmean(float(w[key][i]) if i < len(w.get(key, [])) else 0.0 for w in per_worker)
 
-    split = summary["split_mean_s"]
+    env_s = sum(float(r["timings"].get("env_s", 0.0)) for r in rows)
+    rollouts_s = sum(float(r["timings"].get("generation_s", 0.0)) for r in rows)
     return {"iteration_s_median": summary["iteration_s_median"],
-            "env_share": split["env"] / max(sum(split[p] for p in PARTS), 1e-9),
+            "env_s_mean": env_s / len(rows), "env_share": env_s / rollouts_s if rollouts_s > 0 else 0.0,
             "worker_rollout_s_mean": [round(mean_of("rollout_s", i), 4) for i in range(width)],
             "worker_episodes_mean": [mean_of("episodes", i) for i in range(width)],
             "idle_worker_iterations": sum(1 for w in per_worker for n in w.get("episodes", []) if n == 0)}
@@ -275,7 +282,7 @@ def measure(staleness: int, case: str | None, iterations: int, out_dir: Path, ar
     slots = slot_count(cfg.rollout.workers, cfg.learner.ranks, gpu, cfg.cluster.rollout_worker_gpus,
                        cfg.cluster.learner_rank_gpus)
     records = read_metrics(run_dir)
-    summary = summarize_run(records, staleness, cfg.rollout.workers, slots)
+    summary = summarize_run(records, staleness, cfg.rollout.workers, slots, cfg.rollout.env_threads > 0)
     if case:
         summary.update(case_row(records, summary))
     summary["run_seconds_total"] = seconds

@@ -155,7 +155,8 @@ def test_quick_benchmark_runs_both_stalenesses_end_to_end(tmp_path):
     split_group = result["cases"]["workers_2_one_group"]  # one group of 8 on two workers: both roll out
     assert split_group["idle_worker_iterations"] == 0 and len(split_group["worker_episodes_mean"]) == 2
     assert sum(split_group["worker_episodes_mean"]) == 8
-    assert 0 < result["cases"]["mario_env_threads"]["env_share"] < 1
+    mario = result["cases"]["mario_env_threads"]
+    assert mario["env_s_mean"] > 0 and mario["split_mean_s"]["env"] == 0.0  # env calls overlap generation
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -169,3 +170,10 @@ def test_a_case_row_gives_each_workers_time_and_seats_and_counts_idle_ones():
     assert row["worker_rollout_s_mean"] == [3.0, 1.0] and row["worker_episodes_mean"] == [6.0, 2.0]
     assert row["idle_worker_iterations"] == 1
     assert 0 < row["env_share"] < 1
+
+
+def test_with_env_threads_no_rollout_time_is_put_on_env():
+    t = timings(5.0, generation_s=4.0, train_s=1.0, env_s=6.0)  # env calls overlapping generation
+    overlapped = iteration_split(t, 1, 1, env_overlapped=True)
+    assert overlapped["env"] == 0.0 and overlapped["generation"] == pytest.approx(4.0)
+    assert iteration_split(t, 1, 1)["env"] == pytest.approx(4.0)  # serial: capped at the rollouts

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import tempfile
@@ -42,7 +43,7 @@ def order_phase_requests(tokenizer: Any, seeds: int, max_tokens: int, budget: in
         observations, infos = env.reset(seed=seed)
         for i, power in enumerate(env.agents):
             info = infos[power]
-            _, ids = build_act_prompt(tokenizer, budget, "diplomacy", coplay_envs.rules("diplomacy"),
+            _, ids, _ = build_act_prompt(tokenizer, budget, "diplomacy", coplay_envs.rules("diplomacy"),
                                       str(observations[power]), list(info["legal_actions"]), None, [])
             request = GenerationRequest(ids, None, SamplingParams(temperature=1.0, max_tokens=max_tokens),
                                         seed=1000 * seed + i, request_id=f"s{seed}-{power}")
@@ -92,6 +93,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--quick", action="store_true", help="1 seed, 1 repeat, 128 tokens")
     args = parser.parse_args()
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout carries only the JSON
     if args.quick:
         args.seeds, args.repeats, args.max_tokens = 1, 1, 128
     from coplay.engines.factory import make_engine

@@ -18,7 +18,10 @@ as a share of the machine's matmul peak measured in the same run:
   per request, on SmolLM2's shapes, for a prefill and a decode step, at 1 and all threads and at ranks
   8/16/32 (`max_lora_rank` pads every adapter to it). (2) `lora_vllm`: raw `vllm.LLM` (no zero adapter: a base
   request there skips the LoRA ops) base vs LoRA, as shipped and with the ops replaced by the grouped matmul
-  in vLLM's engine process (`--grouped-lora`; the greedy tokens must stay equal).
+  in vLLM's engine process (coplay's vLLM plugin, `COPLAY_VLLM_CPU_LORA=grouped`; the greedy tokens must
+  stay equal).
+  (3) `lora_engine`: coplay's `VllmEngine` itself, base vs LoRA, with `engine.cpu_lora_ops: vllm` (vLLM's
+  ops) and `grouped` (coplay's default on CPU, `coplay.engines.cpu_lora`); the greedy tokens must stay equal.
   Note: coplay's `VllmEngine` on CPU serves base requests through a pinned all-zero adapter (a vLLM CPU
   indexing bug, see its docstring), so its base requests pay the LoRA ops too.
 - `vllm_threads`: the raw `vllm.LLM` again with `VLLM_CPU_NUM_OF_RESERVED_CPU=0`. vLLM's CPU build binds
@@ -50,20 +53,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cpu_kernels import lora_op_costs, matmul_peak
+from coplay.engines import cpu_lora
 from coplay.learn.distributed import lone_process_env
 
 COMMAND = "python -m benchmarks.smollm2_throughput"
-PARTS = ("engines", "lora_ops", "lora_vllm", "vllm_threads", "learner", "placement")
+PARTS = ("engines", "lora_ops", "lora_vllm", "lora_engine", "vllm_threads", "learner", "placement")
 RESERVED_0 = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
 FLOP_PER_FORWARD_TOKEN = 2 * 135e6  # SmolLM2-135M: 2 x parameters
-GROUPED_ENV = "COPLAY_BENCH_GROUPED_LORA"  # marker path; set only in the `raw` child's environment
-
-if os.environ.get(GROUPED_ENV):
-    # vLLM starts its engine core with multiprocessing spawn, which re-imports this module there: the
-    # replacement ops reach the process that runs the model only through this import-time hook.
-    from benchmarks.cpu_kernels import patch_vllm_cpu_lora
-
-    patch_vllm_cpu_lora(os.environ[GROUPED_ENV])
 
 
 # ------------------------------------------------------------------------------------------- requests
@@ -110,7 +106,8 @@ def _coplay_engine(args: argparse.Namespace, model_cfg: Any, adapter_dir: str | 
 
     cfg = EngineConfig(backend=args.backend, max_loras=1, max_lora_rank=args.rank, max_model_len=1024,
                        max_num_seqs=args.requests, cpu_kvcache_gib=1, dtype="float32", enforce_eager=True,
-                       enable_prefix_caching=args.prefix == "on")
+                       enable_prefix_caching=args.prefix == "on",
+                       cpu_lora_ops=os.environ.get(cpu_lora.MODE_ENV, "grouped"))
     engine = make_engine(model_cfg, cfg)
     if adapter_dir:
         bundle = AdapterBundle.read(Path(adapter_dir))
@@ -249,6 +246,15 @@ def derive(out: dict, peak: dict[str, float]) -> dict:
             ratios["raw_vllm_base_over_coplay_base"] = ratio(plain.get("base", {}),
                                                              engines["vllm_prefix_on"].get("base", {}))
         derived["lora_vllm"] = {**raw, "grouped_tokens_equal_shipped": same}
+    if "lora_engine" in out:
+        arms = {k: summarize(v, peak) for k, v in out["lora_engine"].items()}
+        shipped, grouped = arms["coplay_vllm_ops"], arms["coplay_grouped"]
+        ratios["coplay_vllm_ops_lora_over_base"] = ratio(shipped.get("lora", {}), shipped.get("base", {}))
+        ratios["coplay_grouped_lora_over_base"] = ratio(grouped.get("lora", {}), grouped.get("base", {}))
+        ratios["coplay_grouped_over_vllm_ops_lora"] = ratio(grouped.get("lora", {}), shipped.get("lora", {}))
+        same = ("lora" in shipped
+                and shipped.get("lora", {}).get("tokens_sha") == grouped.get("lora", {}).get("tokens_sha"))
+        derived["lora_engine"] = {**arms, "grouped_tokens_equal_vllm_ops": same}
     if "vllm_threads" in out:
         reserved_0 = summarize(out["vllm_threads"]["raw_vllm_reserved_0"], peak)
         shipped = derived.get("lora_vllm", {}).get("raw_vllm", {})
@@ -285,13 +291,15 @@ def run_child(args: argparse.Namespace, work: Path, kind: str, backend: str, pre
            "--max-tokens", str(args.max_tokens), "--requests", str(args.requests), "--rank", str(args.rank)]
     if adapter:
         cmd += ["--adapter", adapter]
-    env = lone_process_env(env_extra)
+    # the raw `vllm.LLM` arms pick their LoRA ops here (coplay's plugin reads it in the engine core); the
+    # coplay-engine arms take `engine.cpu_lora_ops` from their config (grouped by default)
+    env = lone_process_env({cpu_lora.MODE_ENV: "grouped" if grouped else "vllm", **(env_extra or {})})
     # vLLM kills its engine when one model step runs past this (default 300 s): a whole-prompt prefill of a
     # set through the CPU LoRA ops on a loaded 2-core machine can take longer
     env.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "3600")
     if marker:
         cmd += ["--marker", str(marker)]
-        env[GROUPED_ENV] = str(marker)
+        env[cpu_lora.MARKER_ENV] = str(marker)
     return _json_process(cmd, env, args.timeout)
 
 
@@ -422,7 +430,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="coplay-bench-smollm2-") as tmp:
         work = Path(tmp)
         args.cache = str(work / "tiny-cache")
-        if parts & {"engines", "lora_vllm", "vllm_threads"}:
+        if parts & {"engines", "lora_vllm", "lora_engine", "vllm_threads"}:
             out.update(prepare_requests(args, work))
         if "lora_ops" in parts:
             out["lora_ops"] = lora_ops_part(args, threads)
@@ -431,6 +439,11 @@ def main() -> None:
             out["lora_vllm"] = {"raw_vllm": run_child(args, work, "raw", "vllm", "on", args.adapter_dir),
                                 "raw_vllm_grouped": run_child(args, work, "raw", "vllm", "on",
                                                               args.adapter_dir, grouped=True)}
+        if "lora_engine" in parts:
+            out["lora_engine"] = {
+                "coplay_vllm_ops": run_child(args, work, "engine", "vllm", "on", args.adapter_dir),
+                "coplay_grouped": run_child(args, work, "engine", "vllm", "on", args.adapter_dir,
+                                            grouped=True)}
         if "vllm_threads" in parts:
             out["vllm_threads"] = {"raw_vllm_reserved_0": run_child(args, work, "raw", "vllm", "on",
                                                                     args.adapter_dir, env_extra=RESERVED_0)}

@@ -110,6 +110,9 @@ class EngineConfig(Section):
     enforce_eager: bool = False
     gpu_memory_utilization: float = Field(0.85, gt=0.0, le=1.0)
     cpu_kvcache_gib: int = Field(1, ge=1, description="VLLM_CPU_KVCACHE_SPACE on the CPU build")
+    cpu_lora_ops: Literal["grouped", "vllm"] = Field(
+        "grouped", description="vLLM CPU build only: LoRA as one matmul per request (grouped) or vLLM's own "
+                               "ops, which copy the adapter's weights per token (coplay/engines/cpu_lora.py)")
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "auto"
 
 

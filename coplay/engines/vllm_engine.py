@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from coplay.config import EngineConfig, ModelConfig
+from coplay.engines import cpu_lora
 from coplay.engines.adapters import (
     ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
@@ -67,6 +68,9 @@ class VllmEngine(Engine):
         self.on_cpu = current_platform.is_cpu()
         if self.on_cpu:
             os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(engine_cfg.cpu_kvcache_gib)
+            # read by coplay's vLLM plugin in the engine core process, and applied here for an in-process core
+            os.environ[cpu_lora.MODE_ENV] = engine_cfg.cpu_lora_ops
+            cpu_lora.apply(engine_cfg.cpu_lora_ops, os.environ.get(cpu_lora.MARKER_ENV))
         self._model_path = resolve_model_path(model_cfg)
         self._tokenizer = load_tokenizer(model_cfg)
         self._dtype = resolve_dtype(model_cfg, engine_cfg, on_gpu=not self.on_cpu)

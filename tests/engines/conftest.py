@@ -4,6 +4,8 @@ test session (vLLM start-up costs tens of seconds; it spawns processes, so it is
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.helpers import LORA, engine_config
@@ -50,7 +52,17 @@ def hf_engine(tiny_model_config, bundles):
 
 
 @pytest.fixture(scope="session")
-def vllm_engine(tiny_model_config, bundles):
+def cpu_lora_marker(tmp_path_factory):
+    """Where coplay's grouped CPU LoRA ops write the pid of the first process that runs them."""
+    from coplay.engines import cpu_lora
+
+    marker = tmp_path_factory.mktemp("cpu-lora") / "grouped.pid"
+    os.environ[cpu_lora.MARKER_ENV] = str(marker)
+    return marker
+
+
+@pytest.fixture(scope="session")
+def vllm_engine(tiny_model_config, bundles, cpu_lora_marker):
     pytest.importorskip("vllm")
     from coplay.engines.factory import make_engine
 

@@ -1,11 +1,14 @@
 """`vllm` (the CPU build here) against `hf`, float32: the same greedy tokens for the base model and two
 different non-zero adapters in ONE mixed batch, the same log-probs, and log-probs under the tempered
-sampling distribution that match the learner's (`coplay.learn.logprobs.completion_logprobs`)."""
+sampling distribution that match the learner's (`coplay.learn.logprobs.completion_logprobs`). The vLLM
+engine runs its LoRA through coplay's grouped CPU ops (`engine.cpu_lora_ops` default), so these are also
+the checks that those ops compute what HF's PEFT layers do."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 import pytest
 import torch
@@ -141,3 +144,10 @@ def test_an_adapter_on_the_top_layer_only_serves_identically_in_vllm_and_hf(vllm
         assert v.token_ids == h.token_ids
         assert v.logprobs == pytest.approx(h.logprobs, abs=LOGPROB_TOL)
     assert [c.token_ids for c in from_vllm[0::2]] != [c.token_ids for c in from_vllm[1::2]], "it must matter"
+
+
+def test_lora_requests_run_through_coplays_grouped_ops_in_the_engine_core(vllm_engine, cpu_lora_marker,
+                                                                          prompts):
+    vllm_engine.generate(_mixed(prompts[:2], SamplingParams(temperature=0.0, max_tokens=4)))
+    assert cpu_lora_marker.exists(), "vLLM's own CPU LoRA ops ran: the coplay vLLM plugin did not load"
+    assert int(cpu_lora_marker.read_text()) != os.getpid()  # vLLM's engine core process, not this one

@@ -63,23 +63,6 @@ def test_shared_prefix_counts_the_common_opening():
     assert shared_prefix([[7, 8], [7, 8, 9]]) == 2
 
 
-def test_grouped_lora_equals_the_per_token_gather_it_replaces():
-    torch = pytest.importorskip("torch")
-    ops = pytest.importorskip("vllm.lora.ops.torch_ops")
-    from benchmarks.cpu_kernels import grouped_lora
-
-    gen = torch.Generator().manual_seed(0)
-    x, a, b = torch.randn(10, 12, generator=gen), torch.randn(2, 1, 4, 12, generator=gen), \
-        torch.randn(2, 1, 6, 4, generator=gen)
-    slots = torch.tensor([1] * 6 + [0] * 4)
-    shrunk, expected = torch.zeros(10, 4), torch.zeros(10, 6)
-    ops.bgmv_shrink(x, a, shrunk, slots, 0.5)
-    ops.bgmv_expand_slice(shrunk, b, expected, slots, 0, 6, True)
-    got = torch.zeros(10, 6)
-    grouped_lora(x, a, b, got, [(0, 6, 1), (6, 10, 0)], 0.5)
-    assert torch.allclose(got, expected, atol=1e-5)
-
-
 def test_quick_run_prints_the_peak_the_lora_op_costs_and_the_placement(monkeypatch):
     # as after an in-process Learner (earlier tests): torchrun variables naming a port that is taken
     with socket.socket() as held:

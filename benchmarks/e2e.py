@@ -11,9 +11,10 @@ come from its `metrics.jsonl`. Evaluation is off and checkpoints fall outside th
 Side cases (`--cases`, `CASES` below), each one more staleness-1 run of the same workload: two rollout
 workers with fewer GRPO groups than workers (the group is split) and with more (whole groups round robin),
 each worker's rollout seconds and episode seats shown (none may idle); and Mario, its emulator stepping in
-the worker's event loop against on env threads (`rollout.env_threads`), the env share (seconds inside env
-calls over rollout seconds) beside the iteration time. With env threads the env calls overlap generation, so
-the split puts no rollout time on env (`env_overlapped`).
+the worker's event loop against on env threads (`rollout.env_threads`) and in env host processes
+(`rollout.env_processes`), the env share (seconds inside env
+calls over rollout seconds) beside the iteration time. With env threads or processes the env calls overlap
+generation, so the split puts no rollout time on env (`env_overlapped`).
 
 Measured iterations: k >= 2 (iteration 1 has no bank update and, with staleness 1, no learner step). With N
 iterations both runs have N - 1 measured iterations and N - 1 learner steps inside them (staleness 1 trains
@@ -111,6 +112,7 @@ CASES = {
                               "cluster.num_cpus=3"],
     "mario_env_in_worker": ["games=[mario]", "rollout.env_threads=0"],
     "mario_env_threads": ["games=[mario]", "rollout.env_threads=4"],
+    "mario_env_processes": ["games=[mario]", "rollout.env_processes=2"],
 }
 
 
@@ -282,7 +284,8 @@ def measure(staleness: int, case: str | None, iterations: int, out_dir: Path, ar
     slots = slot_count(cfg.rollout.workers, cfg.learner.ranks, gpu, cfg.cluster.rollout_worker_gpus,
                        cfg.cluster.learner_rank_gpus)
     records = read_metrics(run_dir)
-    summary = summarize_run(records, staleness, cfg.rollout.workers, slots, cfg.rollout.env_threads > 0)
+    summary = summarize_run(records, staleness, cfg.rollout.workers, slots,
+                            cfg.rollout.env_threads > 0 or cfg.rollout.env_processes > 0)
     if case:
         summary.update(case_row(records, summary))
     summary["run_seconds_total"] = seconds

@@ -22,6 +22,7 @@ from coplay.artifacts import ArtifactError, Refusal, SyncReport
 from coplay.artifacts.serving import adapters_to_load, adapters_to_retire, check_bank_delivery
 from coplay.config import CoplayConfig
 from coplay.engines.base import AdapterRejected, GenerationRequest, SamplingParams, engine_name
+from coplay.rollout.env_hosts import EnvHosts
 from coplay.rollout.model_episodes import EpisodePlan, RunnerContext, play_episodes
 from coplay.skills.caller import Completion as BankCompletion
 from coplay.skills.schema import Bank, BankError, bank_key_for
@@ -44,6 +45,8 @@ class RolloutWorkerImpl:
         self.banks: dict[str, Bank] = {}
         self.bank_versions: dict[str, int] = {}
         self.live: dict[str, tuple[int, int]] = {}  # running chunk (first episode id) -> (episodes, steps)
+        # single-player envs in child processes, kept across rollout calls (`rollout.env_processes`)
+        self.env_hosts = EnvHosts(self.cfg.rollout.env_processes) if self.cfg.rollout.env_processes else None
         self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
         adapters, banks = ray.get(self.store.serving.remote())
         self.startup_sync = self.sync(adapters, banks) if adapters or banks else SyncReport()
@@ -86,7 +89,8 @@ class RolloutWorkerImpl:
     def rollout(self, plans: list[EpisodePlan], iteration: int, index: int = 0) -> RolloutResult:
         """Play the plans; returns the shard (msgpack bytes) and counters."""
         ctx = RunnerContext(engine=self.engine, rules=self.rules, skills_for=self._skills_for,
-                            run_seed=self.cfg.seeds.run, env_threads=self.cfg.rollout.env_threads)
+                            run_seed=self.cfg.seeds.run, env_threads=self.cfg.rollout.env_threads,
+                            env_hosts=self.env_hosts)
         key = plans[0].episode_id if plans else ""
         self.live[key] = (0, 0)
 

@@ -190,6 +190,10 @@ class RolloutConfig(Section):
         0, ge=0, description="threads that step the envs off the worker's event loop, so a CPU-heavy env "
                              "(Mario's emulator) steps while other episodes' model calls go on; 0: in the "
                              "loop")
+    env_processes: int = Field(
+        0, ge=0, description="child processes that hold and step the single-player games' envs, so their "
+                             "steps overlap generation without sharing the worker's GIL "
+                             "(coplay/rollout/env_hosts.py); 0: envs live in the worker")
     constrained_orders: bool = Field(
         False, description="Diplomacy: restrict each order line of the model's act answers to the unit's "
                            "legal orders (vLLM structured outputs, the same token mask in the HF engine "

@@ -14,6 +14,7 @@ from typing import Any
 from coplay.config import CoplayConfig, EvalConfig
 from coplay.driver.progress import phase
 from coplay.eval.protocol import eval_plans, evaluated, player_seat, summarize_eval
+from coplay.rollout.env_hosts import EnvHosts
 from coplay.rollout.model_episodes import EpisodePlan, RunnerContext, play_episodes
 from coplay.types import Trajectory
 
@@ -55,12 +56,17 @@ def play_plans(cfg: CoplayConfig, plans: list[EpisodePlan], engine: Any = None,
     with `description`, a progress bar of the episodes under that name."""
     import coplay_envs
 
+    hosts = EnvHosts(cfg.rollout.env_processes) if cfg.rollout.env_processes else None
     ctx = RunnerContext(engine=engine, rules=coplay_envs.rules, skills_for=skills_from(banks),
-                        run_seed=cfg.seeds.run, env_threads=cfg.rollout.env_threads)
-    if description is None:
-        return asyncio.run(play_episodes(ctx, plans, cfg.rollout.concurrent_episodes))
-    with phase(description, len(plans), "episodes") as bar:
-        return asyncio.run(play_episodes(ctx, plans, cfg.rollout.concurrent_episodes, bar.advance))
+                        run_seed=cfg.seeds.run, env_threads=cfg.rollout.env_threads, env_hosts=hosts)
+    try:
+        if description is None:
+            return asyncio.run(play_episodes(ctx, plans, cfg.rollout.concurrent_episodes))
+        with phase(description, len(plans), "episodes") as bar:
+            return asyncio.run(play_episodes(ctx, plans, cfg.rollout.concurrent_episodes, bar.advance))
+    finally:
+        if hosts is not None:
+            hosts.close()
 
 
 def evaluate_locally(cfg: CoplayConfig, player: str, protocol: EvalConfig | None = None, engine: Any = None,

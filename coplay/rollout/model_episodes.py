@@ -23,6 +23,7 @@ from coplay.agent.decision import DecisionAgent, ModelSeat, SkillSource
 from coplay.agent.openai_player import ChatClient, OpenAIEndpoint, OpenAISeat, client_for, close_clients
 from coplay.engines.base import Engine
 from coplay.rollout.bot_episodes import credit_outcome, seat_role
+from coplay.rollout.env_hosts import EnvHosts
 from coplay.types import Step, Trajectory
 
 
@@ -72,6 +73,7 @@ class RunnerContext:
     openai_clients: dict[OpenAIEndpoint, ChatClient] = field(default_factory=dict)
     env_threads: int = 0  # > 0: env calls run on a pool of this many threads, off the event loop
     env_pool: ThreadPoolExecutor | None = None
+    env_hosts: EnvHosts | None = None  # single-player envs live in these processes (`rollout.env_processes`)
 
 
 class _Seat:
@@ -156,7 +158,11 @@ async def _timed(ctx: RunnerContext, fn: Callable[..., Any], *args: Any, **kwarg
 async def _play_gymnasium(ctx: RunnerContext, plan: EpisodePlan) -> list[Trajectory]:
     from coplay_envs import make_env
 
-    env = make_env(plan.game, **plan.env_kwargs)
+    if ctx.env_hosts is not None:
+        env = await asyncio.get_running_loop().run_in_executor(
+            ctx.env_pool, partial(ctx.env_hosts.make, plan.game, **plan.env_kwargs))
+    else:
+        env = make_env(plan.game, **plan.env_kwargs)
     obs, info = await _timed(ctx, env.reset, seed=plan.seed)
     seat = _Seat(ctx, plan, "player_0", "player")
     done = False
@@ -167,7 +173,7 @@ async def _play_gymnasium(ctx: RunnerContext, plan: EpisodePlan) -> list[Traject
         done = terminated or truncated
         seat.traj.terminated, seat.traj.truncated = bool(terminated), bool(truncated)
     seat.traj.truncated = seat.traj.truncated or not done
-    env.close()
+    await _timed(ctx, env.close)
     return [seat.traj]
 
 
@@ -257,8 +263,10 @@ async def play_episodes(ctx: RunnerContext, plans: list[EpisodePlan], concurrenc
             done(1)
         return trajectories
 
-    if ctx.env_threads > 0 and ctx.env_pool is None:
-        ctx.env_pool = ThreadPoolExecutor(ctx.env_threads, thread_name_prefix="coplay-env")
+    # hosted envs are stepped by blocking pipe calls: they need threads even when env_threads is 0
+    threads = ctx.env_threads or (concurrency if ctx.env_hosts is not None else 0)
+    if threads > 0 and ctx.env_pool is None:
+        ctx.env_pool = ThreadPoolExecutor(threads, thread_name_prefix="coplay-env")
     try:
         results = await asyncio.gather(*(one(p) for p in plans))
     finally:

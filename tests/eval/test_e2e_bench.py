@@ -141,7 +141,7 @@ def test_plot_writes_a_png(tmp_path):
 def test_quick_benchmark_runs_both_stalenesses_end_to_end(tmp_path):
     plot = tmp_path / "e2e.png"
     done = subprocess.run([sys.executable, "-m", "benchmarks.e2e", "--quick", "--plot", str(plot), "--cases",
-                           "workers_2_one_group,mario_env_threads"], cwd=REPO, capture_output=True, text=True,
+                           "workers_2_one_group,mario_env_processes"], cwd=REPO, capture_output=True, text=True,
                           timeout=2400)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -155,7 +155,7 @@ def test_quick_benchmark_runs_both_stalenesses_end_to_end(tmp_path):
     split_group = result["cases"]["workers_2_one_group"]  # one group of 8 on two workers: both roll out
     assert split_group["idle_worker_iterations"] == 0 and len(split_group["worker_episodes_mean"]) == 2
     assert sum(split_group["worker_episodes_mean"]) == 8
-    mario = result["cases"]["mario_env_threads"]
+    mario = result["cases"]["mario_env_processes"]
     assert mario["env_s_mean"] > 0 and mario["split_mean_s"]["env"] == 0.0  # env calls overlap generation
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -112,6 +112,12 @@ def markdown_table(results: dict[str, Any], title: str) -> str:
             for key, w in entry["win_rate"].items():
                 lines.append(f"| {key} | {w['n']} | {w['rate']:.2f} | "
                              f"[{w['ci95'][0]:.2f}, {w['ci95'][1]:.2f}] |")
+        if "per_power" in entry:
+            lines += ["", f"## {game} per power (the learner's seat)", "",
+                      "| power | n | mean score | 95% CI (t) |", "|---|---|---|---|"]
+            for power, s in entry["per_power"].items():
+                lines.append(f"| {power} | {s['n']} | {s['mean']:.2f} | "
+                             f"[{s['ci_low']:.2f}, {s['ci_high']:.2f}] |")
     return "\n".join(lines) + "\n"
 
 

@@ -43,7 +43,9 @@ def test_bots_on_every_game(tmp_path, capsys):
     assert "side:good" in results["avalon"]["win_rate"]
     assert data["meta"]["player"] == "expert" and data["meta"]["opponents"] == "expert"  # eval.opponents
     assert data["meta"]["seeds_eval_start"] == 1_000_000
-    assert path.with_suffix(".md").read_text().startswith("# Evaluation: expert")
+    markdown = path.with_suffix(".md").read_text()
+    assert markdown.startswith("# Evaluation: expert")
+    assert "## diplomacy per power" in markdown and "| TURKEY | 1 |" in markdown  # each power's centres
 
 
 def test_expert_beats_random_on_2048_in_the_compare_view(tmp_path, capsys):

@@ -21,7 +21,7 @@ def _tensors():
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(TOKENS, FAN_IN, generator=gen)
     a = torch.randn(2, 1, RANK, FAN_IN, generator=gen)
-    b = torch.randn(2, 1, FAN_OUT, RANK, generator=gen)
+    b = torch.randn(2, 1, FAN_OUT - 2, RANK, generator=gen)  # one slice: FAN_OUT - 2 wide, at offset 2
     base = torch.randn(TOKENS, FAN_OUT, generator=gen)
     return x, a, b, base
 

@@ -140,9 +140,9 @@ def test_plot_writes_a_png(tmp_path):
 @pytest.mark.slow
 def test_quick_benchmark_runs_both_stalenesses_end_to_end(tmp_path):
     plot = tmp_path / "e2e.png"
+    cases = "workers_2_one_group,mario_env_processes"
     done = subprocess.run([sys.executable, "-m", "benchmarks.e2e", "--quick", "--plot", str(plot), "--cases",
-                           "workers_2_one_group,mario_env_processes"], cwd=REPO, capture_output=True, text=True,
-                          timeout=2400)
+                           cases], cwd=REPO, capture_output=True, text=True, timeout=2400)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["iterations"] == 3 and result["workload"]["measured_iterations"] == [2, 3]

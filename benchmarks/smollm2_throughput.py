@@ -237,23 +237,17 @@ def derive(out: dict, peak: dict[str, float]) -> dict:
     if "lora_vllm" in out:
         raw = {k: summarize(v, peak) for k, v in out["lora_vllm"].items()}
         plain, grouped = raw["raw_vllm"], raw["raw_vllm_grouped"]
-        ratios["raw_vllm_lora_over_base"] = ratio(plain.get("lora", {}), plain.get("base", {}))
-        ratios["raw_vllm_grouped_lora_over_base"] = ratio(grouped.get("lora", {}), grouped.get("base", {}))
-        ratios["grouped_over_shipped_lora"] = ratio(grouped.get("lora", {}), plain.get("lora", {}))
-        same = (plain.get("lora", {}).get("tokens_sha") == grouped.get("lora", {}).get("tokens_sha")
-                and "lora" in plain)
+        (ratios["raw_vllm_lora_over_base"], ratios["raw_vllm_grouped_lora_over_base"],
+         ratios["grouped_over_shipped_lora"], same) = lora_pair(plain, grouped)
         if engines:
             ratios["raw_vllm_base_over_coplay_base"] = ratio(plain.get("base", {}),
                                                              engines["vllm_prefix_on"].get("base", {}))
         derived["lora_vllm"] = {**raw, "grouped_tokens_equal_shipped": same}
     if "lora_engine" in out:
         arms = {k: summarize(v, peak) for k, v in out["lora_engine"].items()}
-        shipped, grouped = arms["coplay_vllm_ops"], arms["coplay_grouped"]
-        ratios["coplay_vllm_ops_lora_over_base"] = ratio(shipped.get("lora", {}), shipped.get("base", {}))
-        ratios["coplay_grouped_lora_over_base"] = ratio(grouped.get("lora", {}), grouped.get("base", {}))
-        ratios["coplay_grouped_over_vllm_ops_lora"] = ratio(grouped.get("lora", {}), shipped.get("lora", {}))
-        same = ("lora" in shipped
-                and shipped.get("lora", {}).get("tokens_sha") == grouped.get("lora", {}).get("tokens_sha"))
+        (ratios["coplay_vllm_ops_lora_over_base"], ratios["coplay_grouped_lora_over_base"],
+         ratios["coplay_grouped_over_vllm_ops_lora"], same) = lora_pair(arms["coplay_vllm_ops"],
+                                                                        arms["coplay_grouped"])
         derived["lora_engine"] = {**arms, "grouped_tokens_equal_vllm_ops": same}
     if "vllm_threads" in out:
         reserved_0 = summarize(out["vllm_threads"]["raw_vllm_reserved_0"], peak)
@@ -361,6 +355,16 @@ def share_of_peak(forward_tokens_per_s: float, peak: dict[str, float]) -> dict[s
     """Forward tokens/s x 2 x 135 M FLOP over each dtype's measured matmul GFLOP/s (the learner's backward
     pass is not counted: its real share is higher)."""
     return {d: forward_tokens_per_s * FLOP_PER_FORWARD_TOKEN / (g * 1e9) for d, g in peak.items()}
+
+
+def lora_pair(shipped: dict, grouped: dict) -> tuple[float | None, float | None, float | None, bool]:
+    """Two summarized arms with vLLM's LoRA ops and with the grouped ones: each one's LoRA over base, grouped
+    LoRA over shipped LoRA, and whether their greedy LoRA tokens are identical."""
+    lora = grouped.get("lora", {})
+    same = "lora" in shipped and shipped["lora"].get("tokens_sha") == lora.get("tokens_sha")
+    return (ratio(shipped.get("lora", {}), shipped.get("base", {})),
+            ratio(grouped.get("lora", {}), grouped.get("base", {})),
+            ratio(grouped.get("lora", {}), shipped.get("lora", {})), same)
 
 
 def ratio(a: dict, b: dict, key: str = "generated_tokens_per_s") -> float | None:

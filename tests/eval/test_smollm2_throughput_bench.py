@@ -48,6 +48,17 @@ def test_derive_gives_each_ratio_from_the_timed_sets_and_shares_of_the_peak():
     assert derived["lora_vllm"]["grouped_tokens_equal_shipped"] is True
 
 
+def test_coplays_engine_with_each_kind_of_lora_op_gives_its_own_ratios():
+    out = {"lora_engine": {"coplay_vllm_ops": child_result({"base": 4.0, "lora": 5.0}),
+                           "coplay_grouped": child_result({"base": 2.0, "lora": 2.0})}}
+    derived = derive(out, PEAK)
+    r = derived["ratios"]
+    assert r["coplay_vllm_ops_lora_over_base"] == pytest.approx(0.8)
+    assert r["coplay_grouped_lora_over_base"] == pytest.approx(1.0)
+    assert r["coplay_grouped_over_vllm_ops_lora"] == pytest.approx(2.5)
+    assert derived["lora_engine"]["grouped_tokens_equal_vllm_ops"] is True
+
+
 def test_a_failed_child_leaves_its_ratios_none_and_keeps_its_error():
     out = {"engines": {"vllm_prefix_on": {"error": "exit 1"}, "vllm_prefix_off": child_result({"base": 5.0}),
                        "hf": child_result({"base": 10.0})}}

@@ -12,9 +12,9 @@ Side cases (`--cases`, `CASES` below), each one more staleness-1 run of the same
 workers with fewer GRPO groups than workers (the group is split) and with more (whole groups round robin),
 each worker's rollout seconds and episode seats shown (none may idle); and Mario, its emulator stepping in
 the worker's event loop against on env threads (`rollout.env_threads`) and in env host processes
-(`rollout.env_processes`), the env share (seconds inside env
-calls over rollout seconds) beside the iteration time. With env threads or processes the env calls overlap
-generation, so the split puts no rollout time on env (`env_overlapped`).
+(`rollout.env_processes`), the env share (seconds inside env calls over rollout seconds) beside the
+iteration time. With env threads or processes the env calls overlap generation, so the split puts no rollout
+time on env (`env_overlapped`).
 
 Measured iterations: k >= 2 (iteration 1 has no bank update and, with staleness 1, no learner step). With N
 iterations both runs have N - 1 measured iterations and N - 1 learner steps inside them (staleness 1 trains
@@ -103,8 +103,9 @@ WORKLOAD = [
 ]
 # Side cases, each one more staleness-1 run of WORKLOAD with these overrides (8 episodes, like the main runs):
 # two rollout workers with fewer groups than workers (one group of 8: split across both) and with more (four
-# groups of 2: whole groups, round robin); Mario with its emulator stepping in the worker's event loop and on
-# env threads. Two workers and a learner rank make three CPU slots on the same two cores.
+# groups of 2: whole groups, round robin); Mario with its emulator stepping in the worker's event loop, on
+# env threads and in env host processes. Two workers and a learner rank make three CPU slots on the same
+# two cores.
 CASES = {
     "workers_2_one_group": ["rollout.workers=2", "rollout.start_states=1", "rollout.group_size=8",
                             "cluster.num_cpus=3"],
@@ -126,7 +127,8 @@ def measured_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def iteration_split(timings: dict[str, float], staleness: int, workers: int,
                     env_overlapped: bool = False) -> dict[str, float]:
     """One iteration's wall time split into PARTS (they add up to iteration_s), plus the hidden work. With
-    `env_overlapped` (env threads) env calls run beside generation, so none of the rollouts is put on env."""
+    `env_overlapped` (env threads or processes) env calls run beside generation, so none of the rollouts is
+    put on env."""
     rollouts = float(timings.get("generation_s", 0.0))
     env = 0.0 if env_overlapped else min(float(timings.get("env_s", 0.0)) / max(1, workers), rollouts)
     train_s = float(timings.get("train_s", 0.0))
@@ -189,11 +191,11 @@ def summarize_run(records: list[dict[str, Any]], staleness: int, workers: int, s
     }
 
 
-def case_row(records: list[dict[str, Any]], summary: dict[str, Any]) -> dict[str, Any]:
-    """A side case beside the others: iteration time; the env share, seconds inside env calls over rollout
-    seconds (with env threads the calls overlap generation and each other, so it can pass 1 and is not a
-    part of the wall time); and per worker the mean rollout seconds and episode seats over the measured
-    iterations (a worker with 0 seats in any of them idled)."""
+def case_row(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a side case adds to its run's summary: the env share, seconds inside env calls over rollout
+    seconds (with env threads or processes the calls overlap generation and each other, so it can pass 1 and
+    is not a part of the wall time); and per worker the mean rollout seconds and episode seats over the
+    measured iterations (a worker with 0 seats in any of them idled)."""
     rows = measured_records(records)
     per_worker = [r.get("workers", {}) for r in rows]
     width = max((len(w.get("episodes", [])) for w in per_worker), default=0)
@@ -203,8 +205,7 @@ def case_row(records: list[dict[str, Any]], summary: dict[str, Any]) -> dict[str
 
     env_s = sum(float(r["timings"].get("env_s", 0.0)) for r in rows)
     rollouts_s = sum(float(r["timings"].get("generation_s", 0.0)) for r in rows)
-    return {"iteration_s_median": summary["iteration_s_median"],
-            "env_s_mean": env_s / len(rows), "env_share": env_s / rollouts_s if rollouts_s > 0 else 0.0,
+    return {"env_s_mean": env_s / len(rows), "env_share": env_s / rollouts_s if rollouts_s > 0 else 0.0,
             "worker_rollout_s_mean": [round(mean_of("rollout_s", i), 4) for i in range(width)],
             "worker_episodes_mean": [mean_of("episodes", i) for i in range(width)],
             "idle_worker_iterations": sum(1 for w in per_worker for n in w.get("episodes", []) if n == 0)}
@@ -287,7 +288,7 @@ def measure(staleness: int, case: str | None, iterations: int, out_dir: Path, ar
     summary = summarize_run(records, staleness, cfg.rollout.workers, slots,
                             cfg.rollout.env_threads > 0 or cfg.rollout.env_processes > 0)
     if case:
-        summary.update(case_row(records, summary))
+        summary.update(case_row(records))
     summary["run_seconds_total"] = seconds
     summary["loadavg_1min_start_end"] = [round(load_at_start, 2), round(os.getloadavg()[0], 2)]
     summary["run_dir"] = str(run_dir) if args.keep else None

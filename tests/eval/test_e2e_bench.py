@@ -166,7 +166,7 @@ def test_a_case_row_gives_each_workers_time_and_seats_and_counts_idle_ones():
     records = [record(k, timings(4.0, 3.0, 1.0, env_s=1.0)) for k in (2, 3)]
     records[0]["workers"] = {"rollout_s": [3.0, 2.0], "episodes": [4, 4]}
     records[1]["workers"] = {"rollout_s": [3.0, 0.0], "episodes": [8, 0]}
-    row = case_row(records, summarize_run(records, 1, 2, 3))
+    row = case_row(records)
     assert row["worker_rollout_s_mean"] == [3.0, 1.0] and row["worker_episodes_mean"] == [6.0, 2.0]
     assert row["idle_worker_iterations"] == 1
     assert 0 < row["env_share"] < 1

@@ -72,7 +72,7 @@ class _Host:
             try:
                 self.conn.send(message)
                 status, result = self.conn.recv()
-            except (EOFError, OSError, BrokenPipeError) as exc:
+            except (EOFError, OSError) as exc:  # OSError covers a broken pipe
                 raise EnvProcessError(f"env host process {self.process.pid} died "
                                       f"(exit code {self.process.exitcode})") from exc
         if status == "error":

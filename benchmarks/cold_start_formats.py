@@ -68,12 +68,14 @@ def _seed_banks(cfg: Any, trajectories: list) -> tuple[dict, list]:
         by_key.setdefault(bank_key_for(traj.game, traj.seat, traj.role), []).append(traj)
     banks, recorded = {}, []
     for key in sorted(by_key):
-        banks[key], examples = seed_bank(Bank(bank_key=key), by_key[key], cfg.skill_bank)
+        banks[key], examples = seed_bank(Bank(bank_key=key), by_key[key], cfg.skill_bank,
+                                         example_groups=cfg.sft.bank_example_groups)
         recorded += examples
     return banks, [ChatExample(a, m, c) for a, m, c in dedupe(recorded, BANK_EXAMPLES_PER_ADAPTER)]
 
 
-def teacher_data(cfg: Any, seeds: list[int], max_steps: int, limit: int) -> tuple[list, dict]:
+def teacher_data(cfg: Any, seeds: list[int], max_steps: int,
+                 limit: int | dict[str, int]) -> tuple[list, dict]:
     """The cold start's SFT examples for 2048 on `seeds` (capped per adapter) and its seed banks."""
     import coplay_envs
     from coplay.driver.cold_start import cap_per_adapter
@@ -112,7 +114,7 @@ def held_out_prompts(cfg: Any, banks: dict, seeds: list[int], eval_steps: int, b
     return prompts, features[:limit]
 
 
-def train(cfg: Any, examples: list, adapters: tuple[str, ...], min_batches_cap: int,
+def train(cfg: Any, examples: list, adapters: tuple[str, ...], min_batches_cap: int | None,
           max_epochs: int | None) -> tuple[dict, dict]:
     """SFT on a plain-torch Learner; returns (SFT report, exported bundles)."""
     from coplay.learn.learner import Learner
@@ -120,10 +122,10 @@ def train(cfg: Any, examples: list, adapters: tuple[str, ...], min_batches_cap: 
 
     learner = Learner(cfg.model, cfg.adapters, cfg.learner.model_copy(update={"backend": "torch"}),
                       cfg.sampling.max_tokens, seed=cfg.seeds.run, adapter_names=adapters)
-    min_batches = {a: min(n, min_batches_cap) for a, n in cfg.sft.min_batches().items()}
+    min_batches = {a: min(n, min_batches_cap or n) for a, n in cfg.sft.min_batches().items()}
     epochs = min(cfg.sft.epochs, max_epochs or cfg.sft.epochs)
     report = sft_adapters(learner, [e for e in examples if e.adapter in adapters], epochs, cfg.sft.lr,
-                          min_batches, seed=cfg.seeds.run)
+                          min_batches, seed=cfg.seeds.run, batch_size=cfg.sft.batch_size)
     bundles = learner.export(list(report))
     del learner
     return report, bundles
@@ -198,13 +200,15 @@ def run_model(model: str, args: argparse.Namespace) -> dict:
 
     cfg = load_config(CONFIGS.get(model, CONFIGS["smollm2-135m-instruct"]),
                       [f"model.name={model}", *args.overrides])
-    sft_cfg = cfg.sft.model_copy(update={"episodes_per_game": args.teacher_episodes})
+    episodes = args.teacher_episodes or cfg.sft.episodes_per_game
+    sft_cfg = cfg.sft.model_copy(update={"episodes_per_game": episodes})
     cfg = cfg.model_copy(update={"sft": sft_cfg})
+    max_steps = args.max_steps or cfg.sft.max_steps or 40
     adapters = (*MEASURED[:2], "segment", *MEASURED[2:]) if args.with_segment else MEASURED
     seconds: dict[str, float] = {}
     clock = time.perf_counter()
-    limit = min(args.examples_per_adapter, cfg.sft.max_examples_per_adapter)
-    examples, banks = teacher_data(cfg, teacher_seeds(cfg), args.max_steps, limit)
+    limit = {a: min(args.examples_per_adapter or n, n) for a, n in cfg.sft.max_examples().items()}
+    examples, banks = teacher_data(cfg, teacher_seeds(cfg), max_steps, limit)
     eval_seeds = list(range(cfg.seeds.eval.start, cfg.seeds.eval.start + args.starts))
     prompts, features = held_out_prompts(cfg, banks, eval_seeds, args.eval_steps, args.bank_steps,
                                          args.eval_prompts)
@@ -234,10 +238,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="tiny,smollm2-135m-instruct",
                         help="comma-separated catalogue names")
-    parser.add_argument("--teacher-episodes", type=int, default=6, help="expert episodes (training seeds)")
-    parser.add_argument("--max-steps", type=int, default=40, help="decisions per teacher/held-out episode")
-    parser.add_argument("--examples-per-adapter", type=int, default=64, help="SFT examples cap per adapter")
-    parser.add_argument("--min-batches-cap", type=int, default=4, help="cap on the config's minimum batches")
+    parser.add_argument("--teacher-episodes", type=int, default=None,
+                        help="expert episodes (training seeds); default the config's sft.episodes_per_game")
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help="decisions per teacher episode; default the config's sft.max_steps")
+    parser.add_argument("--examples-per-adapter", type=int, default=None,
+                        help="SFT examples cap per adapter; default sft.max_examples_per_adapter")
+    parser.add_argument("--min-batches-cap", type=int, default=None,
+                        help="cap on the config's minimum batches (default: none)")
     parser.add_argument("--starts", type=int, default=16, help="held-out 2048 starts (first seeds.eval)")
     parser.add_argument("--eval-steps", type=int, default=2, help="act/retrieve decisions per held-out start")
     parser.add_argument("--bank-steps", type=int, default=250,
@@ -276,10 +284,11 @@ def main(argv: list[str] | None = None) -> dict:
 
 def _result(args: argparse.Namespace, started: float, load_before: tuple[float, ...], models: dict[str, Any],
             threads: int) -> dict[str, Any]:
-    flags = (f"--models {args.models} --teacher-episodes {args.teacher_episodes} "
-             f"--max-steps {args.max_steps} "
-             f"--examples-per-adapter {args.examples_per_adapter} --min-batches-cap {args.min_batches_cap} "
-             f"--starts {args.starts} --eval-steps {args.eval_steps} --bank-steps {args.bank_steps} "
+    sizes = {"--teacher-episodes": args.teacher_episodes, "--max-steps": args.max_steps,
+             "--examples-per-adapter": args.examples_per_adapter, "--min-batches-cap": args.min_batches_cap}
+    flags = (f"--models {args.models} "
+             + "".join(f"{flag} {value} " for flag, value in sizes.items() if value is not None)
+             + f"--starts {args.starts} --eval-steps {args.eval_steps} --bank-steps {args.bank_steps} "
              f"--eval-prompts {args.eval_prompts} "
              f"--temperature {args.temperature}{' --with-segment' if args.with_segment else ''}"
              + (f" --max-epochs {args.max_epochs}" if args.max_epochs else "")

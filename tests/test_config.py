@@ -158,3 +158,17 @@ def test_the_smollm2_demo_config_runs_the_demo_on_the_catalogue_model_with_top_l
     assert real.model.name == "smollm2-135m-instruct" and demo.model.name == "tiny"
     assert {spec.top_layers for spec in real.adapters.values()} == {8}
     assert real.games == demo.games and real.learner.backend == demo.learner.backend
+
+
+def test_make_demo_runs_the_real_model_and_the_tiny_model_is_one_config_away():
+    from coplay.driver.demo import DEMO_CONFIG
+
+    assert load_config(DEMO_CONFIG).model.name == "smollm2-135m-instruct"
+    tiny = DEMO_CONFIG.with_name("demo-2048.yaml")
+    assert load_config(tiny).model.name == "tiny"
+
+
+def test_skipping_zero_advantage_samples_is_refused_with_a_kl_term():
+    assert load_config(overrides=["learner.skip_zero_advantage=true"]).learner.skip_zero_advantage
+    with pytest.raises(ConfigError, match="kl_beta"):
+        load_config(overrides=["learner.skip_zero_advantage=true", "learner.kl_beta=0.01"])

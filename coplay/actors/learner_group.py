@@ -15,6 +15,9 @@ RUN_DIR` continues exactly from the newest checkpoint). Ranks are named `<run fo
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +52,26 @@ class RankPlace:
     node_ip: str
     master_addr: str
     master_port: int
+
+
+def sft_thread_count(configured: int | None, world_size: int) -> int:
+    """Torch threads a rank trains the cold start with: `configured`, else this machine's CPUs shared by the
+    ranks. Ray starts the rank with one thread (its one CPU slot), right while rollouts and GRPO overlap, but
+    during the cold start nothing else runs, and on a 2-core machine one thread halves the SFT's speed."""
+    return configured or max(1, len(os.sched_getaffinity(0)) // world_size)
+
+
+@contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """Run the block with `count` intra-op torch threads, then restore the previous count."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class LearnerRankImpl:
@@ -104,7 +127,10 @@ class LearnerRankImpl:
         return RankPlace(self.rank, ctx.get_node_id(), ray.util.get_node_ip_address(), addr, port)
 
     def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> TrainStep:
-        metrics = self.learner.train_step(samples, advantages)
+        import torch
+
+        with torch_threads(self.cfg.learner.threads or torch.get_num_threads()):
+            metrics = self.learner.train_step(samples, advantages)
         return TrainStep(metrics.learner_step, metrics.adapters, metrics.trained_tokens,
                          dict(self.learner.versions))
 
@@ -114,13 +140,16 @@ class LearnerRankImpl:
         its number of optimizer batches. `sft_run` trains it a chunk at a time, `sft_report` summarises it."""
         from coplay.learn.sft import SftSession
 
+        sft = self.cfg.sft
         self.sft_session = SftSession.for_examples(self.learner, examples, epochs, lr, min_batches,
-                                                   seed=self.cfg.seeds.run)
+                                                   seed=self.cfg.seeds.run, batch_size=sft.batch_size)
         return self.sft_session.total
 
     def sft_run(self, max_batches: int) -> int:
-        """Train the next `max_batches` SFT batches; how many ran (0: the SFT is done)."""
-        return len(self.sft_session.run(max_batches))
+        """Train the next `max_batches` SFT batches with `sft.threads` torch threads (`sft_thread_count`);
+        how many ran (0: the SFT is done)."""
+        with torch_threads(sft_thread_count(self.cfg.sft.threads, self.world_size)):
+            return len(self.sft_session.run(max_batches))
 
     def sft_report(self) -> dict[str, Any]:
         """Per adapter: examples, epochs, batches, first and last batch loss."""

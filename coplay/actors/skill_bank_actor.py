@@ -137,7 +137,7 @@ class SkillBankImpl:
         versions = {}
         for key in sorted(by_key):
             bank, examples = seed_bank(self.banks.get(key) or Bank(bank_key=key), by_key[key],
-                                       self.cfg.skill_bank, iteration)
+                                       self.cfg.skill_bank, iteration, self.cfg.sft.bank_example_groups)
             self.teacher += examples
             ray.get(self.store.publish_bank.remote(key, bank.version, bank.to_bytes(), iteration))
             self.banks[key] = bank

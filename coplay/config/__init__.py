@@ -16,6 +16,7 @@ Import from here (`from coplay.config import CoplayConfig, load_config`). Import
 from coplay.config.ablation import VARIANT_PARTS, AblationConfig, VariantParts
 from coplay.config.adapters import (
     AdapterLearningRates,
+    AdapterMaxExamples,
     AdapterMinBatches,
     AdapterSpecs,
     LoraSpec,
@@ -68,7 +69,8 @@ __all__ = [
     "ADAPTER_NAMES", "BANK_ADAPTERS", "CURRICULUM_ADAPTERS", "VARIANT_PARTS", "AblationConfig",
     "VariantParts",
     "DECISION_ADAPTERS", "DEFAULT_LORA_TARGETS", "GAME_KEYS",
-    "AdapterLearningRates", "AdapterMinBatches", "AdapterSpecs", "BoundaryConfig", "ClusterConfig",
+    "AdapterLearningRates", "AdapterMaxExamples", "AdapterMinBatches", "AdapterSpecs", "BoundaryConfig",
+    "ClusterConfig",
     "ConfigError", "ContractConfig", "CoplayConfig", "CurriculumConfig",
     "EndpointConfig", "EngineConfig", "EvalConfig",
     "GameConfig", "LeagueConfig", "LearnerConfig", "LoggingConfig", "LoopConfig", "LoraSpec",

@@ -94,6 +94,18 @@ class AdapterLearningRates(PerAdapter):
     propose: float | None = Field(None, gt=0.0)
 
 
+class AdapterMaxExamples(PerAdapter):
+    """`sft.adapter_max_examples`: per-adapter override of `sft.max_examples_per_adapter` (an adapter that
+    learns its format in a few steps need not pay for as many example passes as `act`)."""
+
+    act: int | None = Field(None, ge=1)
+    retrieve: int | None = Field(None, ge=1)
+    segment: int | None = Field(None, ge=1)
+    contract: int | None = Field(None, ge=1)
+    curator: int | None = Field(None, ge=1)
+    propose: int | None = Field(None, ge=1)
+
+
 class AdapterMinBatches(PerAdapter):
     """`sft.adapter_min_batches`: per-adapter override of `sft.min_batches_per_adapter`."""
 

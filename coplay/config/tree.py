@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 from coplay.config.ablation import AblationConfig
 from coplay.config.adapters import (
     AdapterLearningRates,
+    AdapterMaxExamples,
     AdapterMinBatches,
     AdapterSpecs,
     MaxTokens,
@@ -239,9 +240,24 @@ class LearnerConfig(Section):
     max_seq_len: int | None = Field(
         None, ge=1, description="longest prompt + completion the learner plans memory for; None: "
                                 "engine.max_model_len")
+    threads: int | None = Field(
+        None, ge=1, description="torch threads per rank for GRPO steps; None: the rank's Ray CPU slot (one "
+                                "thread on CPU). On a small CPU machine a learner step much longer than the "
+                                "rollouts it overlaps gains from more")
+    skip_zero_advantage: bool = Field(
+        False, description="leave samples whose advantage is 0 (a group without reward variance) out of the "
+                           "step: with kl_beta 0 they carry no policy gradient, only forward/backward cost; "
+                           "token-mean then averages over the trained tokens (DAPO's dynamic sampling)")
     memory_budget_gib: float | None = Field(
         None, gt=0.0, description="memory one learner rank may use; None: the GPU's memory (on CPU the host "
                                   "memory available at start). A config whose estimate exceeds it is refused")
+
+    @model_validator(mode="after")
+    def _skip_needs_no_kl(self) -> LearnerConfig:
+        if self.skip_zero_advantage and self.kl_beta > 0:
+            raise ValueError("skip_zero_advantage needs kl_beta 0: the KL term has a gradient on every "
+                             "sample")
+        return self
 
 
 class SftConfig(Section):
@@ -255,6 +271,8 @@ class SftConfig(Section):
         None, ge=1, description="horizon of teacher episodes (None: the game's own)")
     max_examples_per_adapter: int = Field(
         2000, ge=1, description="cap on SFT examples per adapter (evenly spread)")
+    adapter_max_examples: AdapterMaxExamples = Field(
+        AdapterMaxExamples(), description="per-adapter override of max_examples_per_adapter")
     epochs: int = Field(1, ge=1)
     min_batches_per_adapter: int = Field(
         0, ge=0, description="repeat an adapter's few examples (more epochs) until it gets at least this "
@@ -265,6 +283,21 @@ class SftConfig(Section):
         description="per-adapter override of min_batches_per_adapter, e.g. contract: 150: a long JSON "
                     "answer needs far more passes over its few examples than a verdict")
     lr: float = Field(1e-4, gt=0.0)
+    batch_size: int = Field(
+        16, ge=1, description="examples per optimizer batch; a pretrained model learns the answer formats in "
+                              "optimizer steps, so on CPU small batches get there in fewer example passes")
+    bank_example_groups: int = Field(
+        1, ge=1, description="teacher examples of contract and curator from this many more seed-bank builds "
+                             "over disjoint slices of the expert episodes (one build saturates at a few "
+                             "skills); their banks are dropped")
+    threads: int | None = Field(
+        None, ge=1, description="torch threads per learner rank during the cold start, when nothing else "
+                                "runs (None: the machine's CPUs divided by learner.ranks); GRPO keeps the "
+                                "rank's one CPU slot")
+
+    def max_examples(self) -> dict[str, int]:
+        """SFT example cap of every adapter (the per-adapter override, else the common cap)."""
+        return {a: self.adapter_max_examples.get(a, self.max_examples_per_adapter) for a in ADAPTER_NAMES}
 
     def min_batches(self) -> dict[str, int]:
         """Minimum SFT optimizer batches of every adapter (the per-adapter override, else the common

@@ -53,6 +53,12 @@ def nonzero_advantages(samples: list[Sample], advantages: Mapping[str, float]) -
     return out
 
 
+def trained_samples(samples: list[Sample], advantages: Mapping[str, float], skip_zero: bool) -> list[Sample]:
+    """The samples the learner step gets: all, or (`learner.skip_zero_advantage`) those with a non-zero
+    advantage, which alone carry a policy gradient when there is no KL term."""
+    return [s for s in samples if not skip_zero or advantages.get(s.sample_id, 0.0) != 0.0]
+
+
 def trained_episodes(trajectories: list[Trajectory]) -> list[str]:
     """Episode ids of the learner's trajectories (recorded per learner step for exactly-once audits)."""
     return sorted({t.episode_id for t in trajectories if t.policy == "model"})
@@ -66,8 +72,9 @@ def train_on(system: Any, cfg: CoplayConfig, data: IterationData, ledger: Versio
         return None
     samples, advantages = training_batch(cfg, data.trajectories, system.banks_for(data.bank_versions),
                                          data.bank_samples)
-    step = system.train(samples, advantages)
-    step.nonzero_advantages = nonzero_advantages(samples, advantages)
+    nonzero = nonzero_advantages(samples, advantages)
+    step = system.train(trained_samples(samples, advantages, cfg.learner.skip_zero_advantage), advantages)
+    step.nonzero_advantages = nonzero
     step.reward_parts = reward_parts(samples)
     step.trained_iteration, step.trained_episodes = data.iteration, trained_episodes(data.trajectories)
     ledger.record(data.iteration, step.published)

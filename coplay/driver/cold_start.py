@@ -8,6 +8,7 @@ examples when the bank is frozen, or a finished run's bank instead of the seed b
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -42,14 +43,15 @@ def openai_teacher(cfg: CoplayConfig, game: str,
     return answered, counts
 
 
-def cap_per_adapter(examples: list[ChatExample], limit: int) -> list[ChatExample]:
-    """At most `limit` examples per adapter, spread evenly over each adapter's list (keeps early and late
-    game positions alike)."""
+def cap_per_adapter(examples: list[ChatExample], limit: int | dict[str, int]) -> list[ChatExample]:
+    """At most `limit` (per adapter when a mapping) examples per adapter, spread evenly over each adapter's
+    list (keeps early and late game positions alike)."""
     out: list[ChatExample] = []
     for adapter in ADAPTER_NAMES:
         mine = [e for e in examples if e.adapter == adapter]
-        stride = max(1.0, len(mine) / limit)
-        out += [mine[int(i * stride)] for i in range(min(limit, len(mine)))]
+        cap = limit.get(adapter, len(mine)) if isinstance(limit, dict) else limit
+        stride = max(1.0, len(mine) / max(1, cap))
+        out += [mine[int(i * stride)] for i in range(min(cap, len(mine)))]
     return out
 
 
@@ -103,13 +105,19 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
                     game_examples, teacher_counts[game] = openai_teacher(cfg, game, game_examples)
                 examples += game_examples
         bank_examples = system.bank_teacher_examples() if ablation.updates_bank else []
-        examples = cap_per_adapter(examples + bank_examples, cfg.sft.max_examples_per_adapter)
+        examples = cap_per_adapter(examples + bank_examples, cfg.sft.max_examples())
         started = time.perf_counter()
         with phase(f"cold start: SFT of {len(examples)} examples, {cfg.sft.epochs} epochs",
                    unit="batches") as bar:
             report["sft"] = system.learner.sft(examples, cfg.sft.epochs, cfg.sft.lr, cfg.sft.min_batches(),
                                                progress=bar)
         report["sft_seconds"] = time.perf_counter() - started
+        for adapter, trained in report["sft"].items():
+            if trained.get("over_max_tokens"):
+                budget = cfg.sampling.max_tokens[adapter]
+                print(f"coplay: {trained['over_max_tokens']} of {trained['examples']} {adapter} teacher "
+                      f"answers are longer than sampling.max_tokens.{adapter}={budget}; the engines cut such "
+                      f"answers off, so raise it", file=sys.stderr)
         if teacher_counts:
             report["sft"]["openai_teacher"] = teacher_counts
         versions.update(system.publish_adapters(sorted({e.adapter for e in examples}), learner_step=0))

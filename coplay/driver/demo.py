@@ -1,5 +1,7 @@
-"""`make demo` (`coplay demo`): the main job on embedded defaults — a short co-evolution on 2048 with the tiny
-model on CPU, configured by `launch/configs/demo-2048.yaml`.
+"""`make demo` (`coplay demo`): the main job on embedded defaults — a short co-evolution on 2048 with a real
+pretrained instruct model, SmolLM2-135M-Instruct from the model catalogue, on CPU, configured by
+`launch/configs/demo-2048-smollm2.yaml`; `coplay demo --config launch/configs/demo-2048.yaml` is the same run
+on the random-weight tiny model (what the tests start from).
 
 Cold-start SFT from the expert bot (with the deterministic seed bank labelling retrieval and bank decisions),
 then a few iterations of rollouts through the vLLM CPU engine, skill-bank updates and GRPO on DeepSpeed,
@@ -15,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-DEMO_CONFIG = Path(__file__).resolve().parents[2] / "launch" / "configs" / "demo-2048.yaml"
+DEMO_CONFIG = Path(__file__).resolve().parents[2] / "launch" / "configs" / "demo-2048-smollm2.yaml"
 
 
 def score_plot(run_root: Path) -> Path:
@@ -77,7 +79,9 @@ def run_demo(overrides: list[str] | None = None, config: str | Path | None = Non
     """The demo run (`config`, default `DEMO_CONFIG`, plus dotted overrides), then its bank report, score
     plot and run report; prints where everything is and returns the run folder."""
     from coplay.config import load_config
+    from coplay.driver.progress import phase
     from coplay.loop import train
+    from coplay.models.loading import resolve_model_path
     from coplay.report.bank import write_bank_report
     from coplay.report.html import write_report
 
@@ -87,6 +91,10 @@ def run_demo(overrides: list[str] | None = None, config: str | Path | None = Non
                                 f"(git clone, then make demo)")
     started = time.time()
     cfg = load_config(config, overrides)
+    # built once into the model cache (a catalogue model: about a minute the first time, seconds later), here
+    # in its own phase rather than inside the first Ray actor that loads it
+    with phase(f"model: {cfg.model.name}"):
+        resolve_model_path(cfg.model)
     run_root = Path(train(cfg))
     bank_report = write_bank_report(run_root)
     plot = score_plot(run_root)

@@ -88,11 +88,19 @@ class SftSession:
                  batch_size: int = SFT_BATCH_SIZE, seed: int = 0) -> None:
         self.learner, self.lr, self.batch_size, self.seed = learner, lr, batch_size, seed
         self.plan: list[tuple[str, list[TokenizedExample], int]] = []
+        # completions longer than the adapter's sampling budget: the engines cut such an answer off, so the
+        # SFT'd model can never give it whole (a JSON protocol cut at 128 tokens never parses)
+        self.over_budget: dict[str, int] = {}
+        budgets = getattr(learner, "max_tokens", {})
         for adapter, examples, epochs in plan:
             tokenized = [tokenize_example(learner.tokenizer, *_parts(e)) for e in examples]
             tokenized = [t for t in tokenized if t.completion_ids]
             if tokenized:
                 self.plan.append((adapter, tokenized, epochs))
+            budget = budgets.get(adapter)
+            over = sum(len(t.completion_ids) > budget for t in tokenized) if budget else 0
+            if over:
+                self.over_budget[adapter] = over
         self.total = sum(epochs * -(-len(t) // batch_size) for _, t, epochs in self.plan)
         self.losses: dict[str, list[float]] = {adapter: [] for adapter, _, _ in self.plan}
         self.examples: dict[str, int] = {}  # examples given per adapter (before empty completions drop out)
@@ -100,25 +108,32 @@ class SftSession:
 
     @classmethod
     def for_examples(cls, learner: Any, examples: Sequence[Any], epochs: int, lr: float,
-                     min_batches: dict[str, int] | None = None, seed: int = 0) -> SftSession:
+                     min_batches: dict[str, int] | None = None, seed: int = 0,
+                     batch_size: int = SFT_BATCH_SIZE) -> SftSession:
         """Every adapter of `learner` that has examples (objects with `.adapter`), in the learner's order; an
-        adapter with few examples runs more epochs, until it has at least `min_batches[adapter]` batches."""
+        adapter with few examples runs more epochs, until it has at least `min_batches[adapter]` batches of
+        `batch_size`."""
         plan = []
         for adapter in learner.adapter_names:
             mine = [e for e in examples if e.adapter == adapter]
             if mine:
                 floor = (min_batches or {}).get(adapter, 0)
-                plan.append((adapter, mine, sft_epochs(len(mine), epochs, floor)))
-        session = cls(learner, plan, lr=lr, seed=seed)
+                plan.append((adapter, mine, sft_epochs(len(mine), epochs, floor, batch_size)))
+        session = cls(learner, plan, lr=lr, batch_size=batch_size, seed=seed)
         session.examples = {adapter: len(mine) for adapter, mine, _ in plan}
         return session
 
     def report(self) -> dict[str, Any]:
-        """Per adapter trained so far: examples, epochs, batches, first and last batch loss."""
-        return {adapter: {"examples": self.examples.get(adapter, len(tokenized)), "epochs": epochs,
-                          "batches": len(self.losses[adapter]), "first_loss": self.losses[adapter][0],
-                          "last_loss": self.losses[adapter][-1]}
-                for adapter, tokenized, epochs in self.plan if self.losses[adapter]}
+        """Per adapter trained so far: examples, epochs, batches, first and last batch loss, and (when any)
+        `over_max_tokens`: examples whose completion is longer than the adapter's `sampling.max_tokens`."""
+        out = {adapter: {"examples": self.examples.get(adapter, len(tokenized)), "epochs": epochs,
+                         "batches": len(self.losses[adapter]), "first_loss": self.losses[adapter][0],
+                         "last_loss": self.losses[adapter][-1]}
+               for adapter, tokenized, epochs in self.plan if self.losses[adapter]}
+        for adapter, over in self.over_budget.items():
+            if adapter in out:
+                out[adapter]["over_max_tokens"] = over
+        return out
 
     def run(self, max_batches: int | None = None) -> list[tuple[str, float]]:
         """Train up to `max_batches` more batches (all that are left when None); (adapter, loss) of each.
@@ -190,9 +205,10 @@ def run_sft(
 
 
 def sft_adapters(learner: Any, examples: Sequence[Any], epochs: int, lr: float,
-                 min_batches: dict[str, int] | None = None, seed: int = 0) -> dict[str, Any]:
+                 min_batches: dict[str, int] | None = None, seed: int = 0,
+                 batch_size: int = SFT_BATCH_SIZE) -> dict[str, Any]:
     """Cold-start SFT of every adapter of `learner` that has examples, in one go (`SftSession.report`)."""
-    session = SftSession.for_examples(learner, examples, epochs, lr, min_batches, seed)
+    session = SftSession.for_examples(learner, examples, epochs, lr, min_batches, seed, batch_size)
     session.run()
     return session.report()
 

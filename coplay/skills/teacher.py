@@ -94,11 +94,16 @@ def contract_examples(bank: Bank) -> list[Example]:
 
 
 def seed_bank(bank: Bank, trajectories: Sequence[Trajectory], cfg: SkillBankConfig,
-              iteration: int = 0) -> tuple[Bank, list[Example]]:
+              iteration: int = 0, example_groups: int = 1) -> tuple[Bank, list[Example]]:
     """One bank key's seed bank, built deterministically from teacher trajectories: `SEED_UPDATES` updates
     over interleaved parts of them, then a labelling pass, with `TeacherCaller` answering as the
     deterministic policy. Returns the bank and the bank adapters' teacher examples it recorded (the
-    `contract` examples: the protocols of every seed step's bank)."""
+    `contract` examples: the protocols of every seed step's bank).
+
+    One build over all trajectories saturates at a handful of skills, so its `contract` and `curator`
+    examples stop growing with more episodes (2048: 12 and 8 from 48 episodes). With `example_groups` = G > 1,
+    G more builds over disjoint slices of the trajectories (every G-th one) each find their own skills,
+    protocols and proposals; their examples are added and their banks dropped."""
     # every segment goes to the (teacher) segment adapter: its answer is the DP order, so nothing changes
     cfg = cfg.with_values({"use_model": True, "segmentation.margin": float("inf")})
     examples: list[Example] = []
@@ -114,6 +119,11 @@ def seed_bank(bank: Bank, trajectories: Sequence[Trajectory], cfg: SkillBankConf
         teacher = TeacherCaller()
         update_bank(bank, list(trajectories), teacher, cfg, iteration)
         examples += [e for e in teacher.examples if e[0] == "segment"]
+    if example_groups > 1:
+        for g in range(example_groups):
+            part = list(trajectories[g::example_groups])
+            if part:
+                examples += seed_bank(Bank(bank_key=bank.bank_key), part, cfg, iteration)[1]
     return bank, examples
 
 

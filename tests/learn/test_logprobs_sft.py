@@ -102,3 +102,36 @@ def test_sft_session_runs_in_chunks_over_adapters_and_counts_its_batches(tiny_mo
     report = session.report()
     assert [report[a]["batches"] for a in ("act", "curator")] == [6, 1]
     assert report["act"]["first_loss"] == session.losses["act"][0]
+
+
+def test_sft_batch_size_sets_the_optimizer_steps_and_minimum_batches_count_in_it(tiny_model_config):
+    """`sft.batch_size`: a real model learns the answer formats in optimizer steps, so the same examples
+    in batches of 4 give four times the steps of batches of 16; an adapter's minimum counts its batches."""
+    from coplay.learn.sft import SftSession
+    from coplay.learn.teacher import ChatExample
+
+    fresh = make_learner(tiny_model_config.tiny.cache_dir, "torch", names=("act", "curator"))
+    act = [ChatExample("act", [{"role": "user", "content": f"board {i}"}], "ACTION: left") for i in range(16)]
+    curator = [ChatExample("curator", [{"role": "user", "content": f"op {i}"}], "VERDICT: approve")
+               for i in range(3)]
+    sixteen = SftSession.for_examples(fresh, act + curator, 1, 1e-3, {"curator": 3}, batch_size=16)
+    four = SftSession.for_examples(fresh, act + curator, 1, 1e-3, {"curator": 3}, batch_size=4)
+    assert sixteen.total == 1 + 3 and four.total == 4 + 3
+    assert four.run(5) and [len(four.losses[a]) for a in ("act", "curator")] == [4, 1]
+
+
+def test_teacher_answers_longer_than_the_sampling_budget_are_counted(tiny_model_config):
+    """A teacher answer longer than `sampling.max_tokens` is cut off by the engines, so the SFT'd model can
+    never give it whole (SmolLM2's contract protocols run to 190 tokens against a 128 budget): counted."""
+    from coplay.learn.sft import SftSession
+    from coplay.learn.teacher import ChatExample
+
+    fresh = make_learner(tiny_model_config.tiny.cache_dir, "torch", names=("act", "contract"))
+    fresh.max_tokens = {"act": 64, "contract": 4}
+    long = "EFFECTS: merges up, empty cells up, max tile up"
+    examples = [ChatExample("contract", [{"role": "user", "content": f"skill {i}"}], long) for i in range(3)]
+    examples += [ChatExample("act", [{"role": "user", "content": "board"}], "ACTION: left")]
+    session = SftSession.for_examples(fresh, examples, 1, 1e-3)
+    session.run()
+    report = session.report()
+    assert report["contract"]["over_max_tokens"] == 3 and "over_max_tokens" not in report["act"]

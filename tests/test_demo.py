@@ -17,7 +17,8 @@ def test_the_closing_table_puts_the_run_beside_both_bots_on_the_same_protocol(tm
     run_score = summarize([20.0, 24.0, 37.0]).as_dict()
     write_eval(tmp_path / "eval", "it00004", {"2048": {"episodes": 3, "score": run_score}}, {"iteration": 4})
     lines = bots_beside_run(tmp_path, cfg)
-    assert lines[0] == "evaluation on 2048: 3 episodes on seeds.eval, 12 moves, mean score [95% CI]"
+    moves = cfg.eval.max_steps or cfg.rollout.max_steps
+    assert lines[0] == f"evaluation on 2048: 3 episodes on seeds.eval, {moves} moves, mean score [95% CI]"
     assert "the run's adapters (iteration 4)" in lines[1]
     assert f"{run_score['mean']:9.1f}  [{run_score['ci_low']:.1f}, {run_score['ci_high']:.1f}]" in lines[1]
     assert lines[2].lstrip().startswith("random bot") and lines[3].lstrip().startswith("expert bot")

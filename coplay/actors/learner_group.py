@@ -217,7 +217,11 @@ class LearnerGroup:
         refs = [getattr(rank, method).remote(*args) for rank in self.ranks]
         pending = list(refs)
         while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
+            # a bounded wait: between waits Python runs its signal handlers, so Ctrl-C / SIGTERM stop the run
+            # within a second even while a long SFT chunk or GRPO step is still running on the ranks
+            ready, pending = ray.wait(pending, num_returns=1, timeout=1.0)
+            if not ready:
+                continue
             try:
                 ray.get(ready[0])
             except RayActorError as exc:

@@ -62,10 +62,14 @@ def sft_thread_count(configured: int | None, world_size: int) -> int:
 
 
 @contextmanager
-def torch_threads(count: int) -> Iterator[None]:
-    """Run the block with `count` intra-op torch threads, then restore the previous count."""
+def torch_threads(count: int | None) -> Iterator[None]:
+    """Run the block with `count` intra-op torch threads (None: leave them as they are), then restore the
+    previous count."""
     import torch
 
+    if count is None:
+        yield
+        return
     before = torch.get_num_threads()
     torch.set_num_threads(count)
     try:
@@ -127,9 +131,7 @@ class LearnerRankImpl:
         return RankPlace(self.rank, ctx.get_node_id(), ray.util.get_node_ip_address(), addr, port)
 
     def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> TrainStep:
-        import torch
-
-        with torch_threads(self.cfg.learner.threads or torch.get_num_threads()):
+        with torch_threads(self.cfg.learner.threads):
             metrics = self.learner.train_step(samples, advantages)
         return TrainStep(metrics.learner_step, metrics.adapters, metrics.trained_tokens,
                          dict(self.learner.versions))
@@ -140,9 +142,8 @@ class LearnerRankImpl:
         its number of optimizer batches. `sft_run` trains it a chunk at a time, `sft_report` summarises it."""
         from coplay.learn.sft import SftSession
 
-        sft = self.cfg.sft
         self.sft_session = SftSession.for_examples(self.learner, examples, epochs, lr, min_batches,
-                                                   seed=self.cfg.seeds.run, batch_size=sft.batch_size)
+                                                   self.cfg.seeds.run, self.cfg.sft.batch_size)
         return self.sft_session.total
 
     def sft_run(self, max_batches: int) -> int:
@@ -152,7 +153,7 @@ class LearnerRankImpl:
             return len(self.sft_session.run(max_batches))
 
     def sft_report(self) -> dict[str, Any]:
-        """Per adapter: examples, epochs, batches, first and last batch loss."""
+        """Per adapter: examples, epochs, batches, first and last batch loss (`SftSession.report`)."""
         return self.sft_session.report()
 
     def export(self, adapters: list[str]) -> dict[str, AdapterBundle]:

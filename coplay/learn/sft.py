@@ -91,7 +91,7 @@ class SftSession:
         # completions longer than the adapter's sampling budget: the engines cut such an answer off, so the
         # SFT'd model can never give it whole (a JSON protocol cut at 128 tokens never parses)
         self.over_budget: dict[str, int] = {}
-        budgets = getattr(learner, "max_tokens", {})
+        budgets = learner.max_tokens
         for adapter, examples, epochs in plan:
             tokenized = [tokenize_example(learner.tokenizer, *_parts(e)) for e in examples]
             tokenized = [t for t in tokenized if t.completion_ids]

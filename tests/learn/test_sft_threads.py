@@ -29,3 +29,10 @@ def test_sft_threads_is_validated():
     assert CoplayConfig.model_validate({"sft": {"threads": 2}}).sft.threads == 2
     with pytest.raises((ConfigError, ValueError)):
         CoplayConfig.model_validate({"sft": {"threads": 0}})
+
+
+def test_no_count_leaves_the_threads_alone():
+    before = torch.get_num_threads()
+    with torch_threads(None):
+        assert torch.get_num_threads() == before
+    assert torch.get_num_threads() == before

@@ -27,7 +27,10 @@ Per model, in one process and through the project's own code (no Ray):
      held-out seeds (their own bank, `--max-steps` decisions), at most `--eval-prompts` each; a contract
      answer counts when `parse_protocol` accepts it against the bank's features (what `contract_round`
      accepts), a curator answer when `parse_verdict` reads approve or reject.
-Rates are fractions of the prompts (n is given with each). Writes `benchmarks/results/cold-start-formats.json`
+A second pass answers the same `act` and `contract` prompts with the same adapters under the constraints a
+run samples them with (`rollout.constrained_actions`, `skill_bank.constrained_contracts`:
+`formats_constrained`; `--no-constrained` skips it): the first pass says what the cold start taught, the
+second what a constrained run gets. Rates are fractions of the prompts (n is given with each). Writes `benchmarks/results/cold-start-formats.json`
 (with the command, commit, load averages and seconds per phase) and prints it; `--quick` is a smoke run on
 `tiny` only (seconds) that writes `cold-start-formats-quick.json` unless `--out` says otherwise.
 
@@ -168,9 +171,22 @@ def score(game_prompts: dict[str, list], answers: dict[str, list[str]],
     return out
 
 
+def constraints(prompts: dict[str, list], features: list[dict[str, str]]) -> dict[str, list[str]]:
+    """Per held-out `act` and `contract` prompt, the constraint a run samples it under with
+    `rollout.constrained_actions` (the legal actions the prompt shows) and `skill_bank.constrained_contracts`
+    (the asking bank's features)."""
+    from coplay.agent.constraint import actions_regex
+    from coplay.learn.teacher import legal_actions_shown
+    from coplay.skills.contract_grammar import contract_regex
+
+    return {"act": [actions_regex(legal_actions_shown(e.messages) or []) for e in prompts["act"]],
+            "contract": [contract_regex(f) for f in features]}
+
+
 def generate(cfg: Any, bundles: dict, prompts: dict[str, list], temperature: float, seed: int,
-             max_new_tokens: int | None) -> dict:
-    """Every held-out prompt answered by its adapter in the `hf` engine."""
+             max_new_tokens: int | None, regexes: dict[str, list[str]] | None = None) -> dict:
+    """Every held-out prompt answered by its adapter in the `hf` engine; with `regexes`, only the adapters
+    it names, each prompt under its constraint."""
     from coplay.agent.prompts import encode
     from coplay.engines.base import GenerationRequest, SamplingParams, engine_name
     from coplay.engines.hf_engine import HfEngine
@@ -181,13 +197,15 @@ def generate(cfg: Any, bundles: dict, prompts: dict[str, list], temperature: flo
             engine.load_adapter(adapter, 1, bundle.files, bundle.sha256)
         answers = {}
         for adapter in MEASURED:
-            if adapter not in bundles:
+            if adapter not in bundles or (regexes is not None and adapter not in regexes):
                 continue
             budget = cfg.sampling.max_tokens[adapter]
             sampling = SamplingParams(temperature=temperature,
                                       max_tokens=min(budget, max_new_tokens or budget))
+            constrained = (regexes or {}).get(adapter) or [None] * len(prompts[adapter])
             requests = [GenerationRequest(encode(engine.tokenizer, e.messages), engine_name(adapter, 1),
-                                          sampling, seed=seed + i) for i, e in enumerate(prompts[adapter])]
+                                          sampling, seed=seed + i, regex=constrained[i])
+                        for i, e in enumerate(prompts[adapter])]
             answers[adapter] = [c.text for c in engine.generate(requests)]
         return answers
     finally:
@@ -220,11 +238,18 @@ def run_model(model: str, args: argparse.Namespace) -> dict:
     seconds["sft"], clock = time.perf_counter() - clock, time.perf_counter()
     print(f"[{model}] sft {json.dumps(sft)} in {seconds['sft']:.0f} s", file=sys.stderr, flush=True)
     answers = generate(cfg, bundles, prompts, args.temperature, cfg.seeds.run, args.max_new_tokens)
-    seconds["generation"] = time.perf_counter() - clock
+    seconds["generation"], clock = time.perf_counter() - clock, time.perf_counter()
     result = {"config": CONFIGS.get(model), "teacher_seeds": teacher_seeds(cfg),
               "held_out_seeds": [eval_seeds[0], eval_seeds[-1]], "sft": sft,
               "formats": score(prompts, answers, features), "seconds": seconds}
     print(f"[{model}] " + json.dumps(result["formats"]), file=sys.stderr, flush=True)
+    if not args.no_constrained:  # the same adapters and prompts, sampled as constrained runs sample them
+        regexes = constraints(prompts, features)
+        answers = generate(cfg, bundles, prompts, args.temperature, cfg.seeds.run, args.max_new_tokens, regexes)
+        seconds["generation_constrained"] = time.perf_counter() - clock
+        result["formats_constrained"] = score({a: prompts[a] for a in answers}, answers, features)
+        print(f"[{model}] constrained " + json.dumps(result["formats_constrained"]), file=sys.stderr,
+              flush=True)
     return result
 
 
@@ -258,6 +283,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
     parser.add_argument("--with-segment", action="store_true", help="also SFT `segment` (not measured)")
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny only, small sizes")
+    parser.add_argument("--no-constrained", action="store_true",
+                        help="skip the second pass of `act` and `contract` under the runs' constraints")
     parser.add_argument("overrides", nargs="*", help="config overrides for every model, e.g. "
                         "model.tiny.cache_dir=/tmp/tiny")
     parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/cold-start-formats"

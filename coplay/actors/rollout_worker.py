@@ -111,9 +111,9 @@ class RolloutWorkerImpl:
                              tokens, dict(ctx.counters))
 
     def complete(self, adapter: str | None, prompts: list[list[dict[str, str]]], n: int, max_tokens: int,
-                 temperature: float, seed: int) -> list[list[BankCompletion]]:
-        """Sample n completions per chat prompt with `adapter` (engine name or None): the skill bank's
-        calls."""
+                 temperature: float, seed: int, regex: str | None = None) -> list[list[BankCompletion]]:
+        """Sample n completions per chat prompt with `adapter` (engine name or None), under `regex` when
+        given: the skill bank's calls."""
         from coplay.agent.prompts import PromptTooLong, encode, fit_messages
         from coplay.engines.base import parse_engine_name
 
@@ -129,7 +129,7 @@ class RolloutWorkerImpl:
                 full = encode(self.engine.tokenizer, messages)
                 ids, cut = full[-budget:], len(full) - budget
             cuts.append(cut)
-            requests += [GenerationRequest(ids, adapter, sampling, seed=seed + 1000 * i + j)
+            requests += [GenerationRequest(ids, adapter, sampling, seed=seed + 1000 * i + j, regex=regex)
                          for j in range(n)]
         outs = self.engine.generate(requests)
         groups = []

@@ -74,16 +74,17 @@ class SkillBankImpl:
         temperature = self.cfg.sampling.temperature
         calls = {"n": 0}
 
-        def generate(adapter: str, prompts: list[Any], n: int, max_tokens: int) -> list[list[Any]]:
+        def generate(adapter: str, prompts: list[Any], n: int, max_tokens: int,
+                     regex: str | None = None) -> list[list[Any]]:
             worker = self.workers[calls["n"] % worker_count]
             seed = self.cfg.seeds.run * 1_000_003 + iteration * 10_007 + calls["n"]
             calls["n"] += 1
             groups = ray.get(worker.complete.remote(engine_names.get(adapter), prompts, n, max_tokens,
-                                                    temperature, seed))
+                                                    temperature, seed, regex))
             self.prompts_trimmed += sum(1 for group in groups if group and group[0].prompt_cut_tokens)
             return groups
 
-        return FunctionCaller(generate, pass_max_tokens=True)
+        return FunctionCaller(generate, pass_max_tokens=True, pass_regex=True)
 
     def update(self, iteration: int, engine_names: dict[str, str | None],
                base_versions: dict[str, int] | None = None) -> BankUpdate:

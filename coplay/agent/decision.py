@@ -68,6 +68,7 @@ class ModelSeat:
     top_k: int = 3
     history_len: int = 4
     constrained_orders: bool = False  # Diplomacy order lines restricted to legal orders (agent/constraint.py)
+    constrained_actions: bool = False  # the ACTION line restricted to one legal action (agent/constraint.py)
     uses_bank: bool = True  # False (ablation variants without a bank): no retrieval, no skill section
 
 
@@ -183,7 +184,7 @@ class DecisionAgent:
             self._finish(step, samples)
             return step, samples
         sampling = self.seat.act_sampling
-        regex = constraint_for(self.game, info) if self.seat.constrained_orders else None
+        regex = constraint_for(self.game, info, self.seat.constrained_orders, self.seat.constrained_actions)
         out = await self.engine.agenerate(GenerationRequest(
             ids, self.seat.act, sampling, seed=derive_seed(*self.seed_parts, t, "act"), regex=regex))
         parsed = parse_act(out.text, legal, multi_line=self.game in MULTI_LINE_GAMES)

@@ -89,6 +89,11 @@ class SkillBankConfig(Section):
     """The skill-bank agent (docs/agents.md): its stages' thresholds, and how it runs."""
 
     use_model: bool = True
+    constrained_contracts: bool = Field(
+        False, description="sample `contract` answers under the protocol's grammar "
+                           "(coplay/skills/contract_grammar.py): every finished answer parses and validates, "
+                           "the model still chooses effects, plan and thresholds (vLLM structured outputs, "
+                           "the same token mask in the HF engine and the learner)")
     queue_size: int = Field(8, ge=1)
     group_size: int = Field(4, ge=1, description="samples per bank-adapter prompt (GRPO group)")
     heldout_every: int = Field(

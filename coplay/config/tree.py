@@ -199,6 +199,12 @@ class RolloutConfig(Section):
         False, description="Diplomacy: restrict each order line of the model's act answers to the unit's "
                            "legal orders (vLLM structured outputs, the same token mask in the HF engine "
                            "and the learner)")
+    constrained_actions: bool = Field(
+        False, description="the single-action games (all but Diplomacy): restrict the ACTION line of the "
+                           "model's act answers to one legal action, after a free INTENTION line (vLLM "
+                           "structured outputs, the same token mask in the HF engine and the learner); "
+                           "a short cold start on a small model otherwise leaves answers without an "
+                           "ACTION line or with an illegal one")
     opponents: OpponentPoolConfig = OpponentPoolConfig()
     selfplay: SelfPlayConfig = SelfPlayConfig()
 

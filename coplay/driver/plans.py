@@ -31,6 +31,7 @@ def model_seat(cfg: CoplayConfig, versions: Mapping[str, int], evaluation: bool 
                                          max_tokens=cfg.sampling.max_tokens["retrieve"]),
         prompt_budget=budget, retrieve_every=cfg.rollout.retrieve_every, top_k=cfg.rollout.top_k_skills,
         history_len=cfg.rollout.history_len, constrained_orders=cfg.rollout.constrained_orders,
+        constrained_actions=cfg.rollout.constrained_actions,
         uses_bank=cfg.ablation.uses_bank)
 
 

@@ -25,8 +25,9 @@ class ModelCaller(Protocol):
     """Anything that samples completions for the `segment`, `contract` and `curator` adapters."""
 
     def complete(self, adapter: str, prompts: list[ChatMessages], n: int,
-                 max_tokens: int) -> list[list[Sample]]:
-        """n Samples per prompt, in prompt order, each with `completion_text` set."""
+                 max_tokens: int, regex: str | None = None) -> list[list[Sample]]:
+        """n Samples per prompt, in prompt order, each with `completion_text` set; with `regex`, sampled
+        under that constraint where the caller can (its Samples then carry it in `meta["regex"]`)."""
         ...
 
 
@@ -50,18 +51,26 @@ GenerateFn = Callable[[str, list[ChatMessages], int], Sequence[Sequence["Complet
 class FunctionCaller:
     """A `ModelCaller` from a function `generate(adapter, prompts, n)`; plain strings are accepted as
     completions without token ids (a scripted caller). `max_tokens` is passed on when the function takes
-    it."""
+    it, and a constraint (`generate(..., max_tokens, regex)`) when it samples under one (`pass_regex`); a
+    caller that does not (the teacher, scripted answers) answers as it would anyway."""
 
-    def __init__(self, generate: GenerateFn, pass_max_tokens: bool = False) -> None:
+    def __init__(self, generate: GenerateFn, pass_max_tokens: bool = False, pass_regex: bool = False) -> None:
+        if pass_regex and not pass_max_tokens:
+            raise ValueError("pass_regex needs pass_max_tokens (generate(adapter, prompts, n, max_tokens, "
+                             "regex))")
         self.generate = generate
         self.pass_max_tokens = pass_max_tokens
+        self.pass_regex = pass_regex
         self.calls: dict[str, int] = {}
 
     def complete(self, adapter: str, prompts: list[ChatMessages], n: int,
-                 max_tokens: int) -> list[list[Sample]]:
+                 max_tokens: int, regex: str | None = None) -> list[list[Sample]]:
         if not prompts:
             return []
-        if self.pass_max_tokens:
+        applied = regex if self.pass_regex else None
+        if applied:
+            raw = self.generate(adapter, prompts, n, max_tokens, applied)  # type: ignore[call-arg]
+        elif self.pass_max_tokens:
             raw = self.generate(adapter, prompts, n, max_tokens)  # type: ignore[call-arg]
         else:
             raw = self.generate(adapter, prompts, n)
@@ -72,7 +81,10 @@ class FunctionCaller:
         for group in raw:
             if len(group) != n:
                 raise CallerError(f"{adapter}: generate returned {len(group)} completions, expected n={n}")
-            out.append([_to_sample(adapter, c) for c in group])
+            samples = [_to_sample(adapter, c) for c in group]
+            for sample in samples if applied else ():
+                sample.meta["regex"] = applied  # the learner masks its logits the same way
+            out.append(samples)
         return out
 
 
@@ -90,11 +102,12 @@ def _to_sample(adapter: str, completion: Completion | str) -> Sample:
 
 
 def call_adapter(caller: ModelCaller, adapter: str, prompts: list[ChatMessages], n: int, max_tokens: int,
-                 group_prefix: str) -> list[list[Sample]]:
+                 group_prefix: str, regex: str | None = None) -> list[list[Sample]]:
     """Call and stamp group ids `<prefix>/<adapter>/<i>` and sample ids `<group>/<j>` (deterministic)."""
     if not prompts:
         return []
-    groups = caller.complete(adapter, prompts, n, max_tokens)
+    groups = (caller.complete(adapter, prompts, n, max_tokens, regex=regex) if regex
+              else caller.complete(adapter, prompts, n, max_tokens))
     if len(groups) != len(prompts) or any(len(g) != n for g in groups):
         raise CallerError(f"{adapter}: caller returned {[len(g) for g in groups]} samples for "
                           f"{len(prompts)} prompts x n={n}")

@@ -15,6 +15,7 @@ from typing import Any
 
 from coplay.config import SkillBankConfig
 from coplay.skills.caller import ChatMessages, ModelCaller, call_adapter
+from coplay.skills.contract_grammar import contract_regex
 from coplay.skills.contracts import dominant_tag, learn_contract, literal_frequencies, pass_rate
 from coplay.skills.heldout import HeldOutEval
 from coplay.skills.literals import window_view
@@ -149,8 +150,9 @@ def contract_round(caller: ModelCaller, bank: Bank, skill_ids: Sequence[str],
     if not skills:
         return []
     prompts = [skill_contract_prompt(bank, skill) for skill in skills]
+    regex = contract_regex(bank.features) if cfg.constrained_contracts else None
     groups = call_adapter(caller, "contract", prompts, cfg.group_size, max_tokens,
-                          group_prefix(bank, iteration))
+                          group_prefix(bank, iteration), regex=regex)
     samples: list[Sample] = []
     for skill, group in zip(skills, groups, strict=True):
         held = heldout_effects.get(skill.id, [])

@@ -107,3 +107,50 @@ def test_the_learner_step_sees_ratio_one_on_constrained_samples_at_step_0(hf_eng
     unmasked = [Sample(**{**s.__dict__, "meta": {}, "sample_id": s.sample_id + "-free"}) for s in samples]
     free = learner.train_step(unmasked, {"s0-free": 1.0, "s1-free": -1.0}).adapters["act"]
     assert free["ratio_mean"] < 0.9, "without the mask the learner's log-probs are lower: the test shows it"
+
+
+@pytest.fixture(scope="module")
+def candy_info():
+    env = coplay_envs.make_env("candy_crush")
+    _, info = env.reset(seed=5)
+    return info
+
+
+def _check_actions(engine, learner, info):
+    """`rollout.constrained_actions`: every sampled answer parses clean with a legal action, and the learner's
+    masked log-probs are the engine's."""
+    regex = constraint_for("candy_crush", info, actions=True)
+    prompt = engine.tokenizer.encode("Swap two candies.\n", add_special_tokens=False)
+    requests = [GenerationRequest(prompt, "act@v1", SamplingParams(temperature=1.0, max_tokens=200), seed=s,
+                                  regex=regex) for s in (1, 2, 3)]
+    for request, completion in zip(requests, engine.generate(requests), strict=True):
+        assert completion.finish_reason == "stop", completion.text
+        parsed = parse_act(completion.text, list(info["legal_actions"]))
+        assert parsed.error == "" and parsed.action in info["legal_actions"], (completion.text, parsed.error)
+        expected = _learner_logprobs(learner, request, completion.token_ids, constrained=True)
+        assert completion.logprobs == pytest.approx(expected, abs=TOL)
+
+
+def test_hf_samples_legal_actions_under_constrained_actions(hf_engine, learner, candy_info):
+    _check_actions(hf_engine, learner, candy_info)
+
+
+def test_vllm_samples_legal_actions_under_constrained_actions(vllm_engine, learner, candy_info):
+    _check_actions(vllm_engine, learner, candy_info)
+
+
+def test_vllm_contract_answers_under_the_protocol_grammar_validate_and_match_the_learner(vllm_engine, learner):
+    """`skill_bank.constrained_contracts` on the vLLM engine: a finished answer validates as a protocol, and
+    the learner's masked log-probs are vLLM's (the same path trains the contract adapter)."""
+    from coplay.skills.contract_grammar import contract_regex
+    from coplay.skills.prompts import parse_protocol
+
+    features = {"corner_max": "bool", "empty_cells": "number", "max_tile": "number", "merges": "number"}
+    prompt = vllm_engine.tokenizer.encode("Write the protocol.\n", add_special_tokens=False)
+    requests = [GenerationRequest(prompt, "act@v1", SamplingParams(temperature=1.0, max_tokens=1500), seed=s,
+                                  regex=contract_regex(features)) for s in (1, 2)]
+    for request, completion in zip(requests, vllm_engine.generate(requests), strict=True):
+        assert completion.finish_reason == "stop", completion.text[-120:]
+        parse_protocol(completion.text, features)  # raises AnswerError when it does not validate
+        expected = _learner_logprobs(learner, request, completion.token_ids, constrained=True)
+        assert completion.logprobs == pytest.approx(expected, abs=TOL)

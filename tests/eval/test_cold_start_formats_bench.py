@@ -22,7 +22,7 @@ def test_quick_run_writes_rates_per_adapter(tmp_path, tiny_model_config):
     assert result["command"].startswith("nice -n 10 python -m benchmarks.cold_start_formats --quick")
     assert len(result["loadavg_before"]) == 3 and result["commit"]
     tiny = result["models"]["tiny"]
-    assert set(tiny["seconds"]) == {"teacher_data", "sft", "generation"}
+    assert set(tiny["seconds"]) == {"teacher_data", "sft", "generation", "generation_constrained"}
     assert set(tiny["sft"]) == set(RATES)  # each measured adapter was trained
     assert tiny["sft"]["act"]["batches"] >= 1
     for adapter, keys in RATES.items():
@@ -31,3 +31,8 @@ def test_quick_run_writes_rates_per_adapter(tmp_path, tiny_model_config):
         for key in keys:
             assert 0.0 <= formats[key] <= 1.0, (adapter, key, formats[key])
         assert all(isinstance(text, str) for text in formats["examples"])
+    constrained = tiny["formats_constrained"]  # the second pass, as constrained runs sample
+    assert set(constrained) == {"act", "contract"}
+    assert constrained["act"]["n"] == tiny["formats"]["act"]["n"]
+    print("tiny act legal, free vs constrained:", tiny["formats"]["act"]["legal_rate"],
+          constrained["act"]["legal_rate"])

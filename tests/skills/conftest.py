@@ -15,14 +15,30 @@ from tests.skills.synthetic import shard
 
 
 @pytest.fixture(scope="session")
-def tiny_caller(tiny_model_config):
-    """The tiny model on the `hf` engine answering the bank's prompts (mostly garbage: it is untrained)."""
+def tiny_bank_engine(tiny_model_config):
+    """The tiny model on the `hf` engine, shared by the bank's callers."""
     engine = make_engine(tiny_model_config, EngineConfig(backend="hf", max_model_len=4096))
+    yield engine
+    engine.close()
 
-    def generate(adapter, prompts, n, max_tokens):
+
+@pytest.fixture(scope="session")
+def tiny_caller(tiny_bank_engine):
+    """The tiny model on the `hf` engine answering the bank's prompts (mostly garbage: it is untrained)."""
+    return FunctionCaller(_generate_with(tiny_bank_engine, cap=48), pass_max_tokens=True)
+
+
+@pytest.fixture(scope="session")
+def constrained_tiny_caller(tiny_bank_engine):
+    """The same, sampling under the constraints the bank asks for (the SkillBankActor's caller does)."""
+    return FunctionCaller(_generate_with(tiny_bank_engine, cap=2048), pass_max_tokens=True, pass_regex=True)
+
+
+def _generate_with(engine, cap: int):
+    def generate(adapter, prompts, n, max_tokens, regex=None):
         requests = [GenerationRequest(encode(engine.tokenizer, p), None,
-                                      SamplingParams(temperature=1.0, max_tokens=min(max_tokens, 48)),
-                                      seed=17 * i + j)
+                                      SamplingParams(temperature=1.0, max_tokens=min(max_tokens, cap)),
+                                      seed=17 * i + j, regex=regex)
                     for i, p in enumerate(prompts) for j in range(n)]
         outs = engine.generate(requests)
         return [[Completion(text=o.text, prompt_ids=list(r.prompt_ids), completion_ids=list(o.token_ids),
@@ -30,8 +46,7 @@ def tiny_caller(tiny_model_config):
                  for r, o in zip(requests[i * n:(i + 1) * n], outs[i * n:(i + 1) * n], strict=True)]
                 for i in range(len(prompts))]
 
-    yield FunctionCaller(generate, pass_max_tokens=True)
-    engine.close()
+    return generate
 
 
 @pytest.fixture(scope="module")

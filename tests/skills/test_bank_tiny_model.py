@@ -31,3 +31,21 @@ def test_bank_stays_valid_and_counts_rejections_with_the_tiny_model(tiny_caller)
     print("tiny-model caller counts:", rejected, "samples:", report["samples"])
     assert sum(rejected.values()) > 0, \
         f"the random-ish tiny model's answers should be mostly unusable: {report}"
+
+
+def test_constrained_contracts_make_even_the_untrained_model_write_valid_protocols(constrained_tiny_caller):
+    """`skill_bank.constrained_contracts`: sampled under the protocol grammar, every contract answer of the
+    random tiny model parses and validates (without it, none does: the test above), so the contract adapter's
+    protocols replace the deterministic ones; its samples carry the constraint for the learner's mask."""
+    cfg = SkillBankConfig(group_size=2, constrained_contracts=True, segmentation={"max_prompts": 0})
+    expert = play_bot_episodes("2048", "expert", list(range(8)), max_steps=40)
+    seeded, _, _ = update_bank(Bank("2048"), expert, None, cfg, iteration=0)
+    fresh = play_bot_episodes("2048", "expert", list(range(8, 14)), max_steps=40)
+    new_bank, samples, report = update_bank(seeded, fresh, constrained_tiny_caller, cfg, iteration=1,
+                                            max_tokens={"contract": 2048})
+    contract = [s for s in samples if s.adapter == "contract"]
+    assert contract, report
+    assert all(s.meta["valid"] and s.meta["regex"] and s.finish_reason == "stop" for s in contract), \
+        [(s.meta["error"], s.completion_text[-80:]) for s in contract if not s.meta["valid"]]
+    assert report["contract_accepted"] > 0 and not report.get("contract_rejected")
+    assert any(s.protocol_source.startswith("contract@") for s in new_bank.skills.values())

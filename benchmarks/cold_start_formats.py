@@ -30,9 +30,10 @@ Per model, in one process and through the project's own code (no Ray):
 A second pass answers the same `act` and `contract` prompts with the same adapters under the constraints a
 run samples them with (`rollout.constrained_actions`, `skill_bank.constrained_contracts`:
 `formats_constrained`; `--no-constrained` skips it): the first pass says what the cold start taught, the
-second what a constrained run gets. Rates are fractions of the prompts (n is given with each). Writes `benchmarks/results/cold-start-formats.json`
-(with the command, commit, load averages and seconds per phase) and prints it; `--quick` is a smoke run on
-`tiny` only (seconds) that writes `cold-start-formats-quick.json` unless `--out` says otherwise.
+second what a constrained run gets. Rates are fractions of the prompts (n is given with each). Writes
+`benchmarks/results/cold-start-formats.json` (with the command, commit, load averages and seconds per
+phase) and prints it; `--quick` is a smoke run on `tiny` only (seconds) that writes
+`cold-start-formats-quick.json` unless `--out` says otherwise.
 
 Run: ``nice -n 10 python -m benchmarks.cold_start_formats [--models tiny,smollm2-135m-instruct]``
 """
@@ -245,7 +246,8 @@ def run_model(model: str, args: argparse.Namespace) -> dict:
     print(f"[{model}] " + json.dumps(result["formats"]), file=sys.stderr, flush=True)
     if not args.no_constrained:  # the same adapters and prompts, sampled as constrained runs sample them
         regexes = constraints(prompts, features)
-        answers = generate(cfg, bundles, prompts, args.temperature, cfg.seeds.run, args.max_new_tokens, regexes)
+        answers = generate(cfg, bundles, prompts, args.temperature, cfg.seeds.run, args.max_new_tokens,
+                           regexes)
         seconds["generation_constrained"] = time.perf_counter() - clock
         result["formats_constrained"] = score({a: prompts[a] for a in answers}, answers, features)
         print(f"[{model}] constrained " + json.dumps(result["formats_constrained"]), file=sys.stderr,

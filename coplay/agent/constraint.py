@@ -8,9 +8,9 @@ a small model that has learned the answer format from a short cold start still d
 names an illegal move at sampling temperature, and each such step is a wasted move. The constraint is one
 regex over the whole completion: the INTENTION line (a tag, then free text), the optional SKILL line, then
 `ACTION: <one legal action>` or `ORDERS:` and one line per orderable unit, in the order the observation
-lists them, each an alternation of that unit's legal orders. Engines sample under it (vLLM: `StructuredOutputsParams(regex=...)`; HF: `coplay.engines.token_masks`)
-and the learner applies the same token mask (`coplay.engines.token_masks`), so the behaviour log-probs and
-the learner's are both those of the constrained distribution. Standard library only.
+lists them, each an alternation of that unit's legal orders. Engines sample under it (vLLM:
+`StructuredOutputsParams(regex=...)`; HF: `coplay.engines.token_masks`) and the learner applies the same
+token mask, so the behaviour log-probs and the learner's are both those of the constrained distribution. Standard library only.
 """
 
 from __future__ import annotations

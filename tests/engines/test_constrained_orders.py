@@ -139,7 +139,8 @@ def test_vllm_samples_legal_actions_under_constrained_actions(vllm_engine, learn
     _check_actions(vllm_engine, learner, candy_info)
 
 
-def test_vllm_contract_answers_under_the_protocol_grammar_validate_and_match_the_learner(vllm_engine, learner):
+def test_vllm_contract_answers_under_the_protocol_grammar_validate_and_match_the_learner(vllm_engine,
+                                                                                        learner):
     """`skill_bank.constrained_contracts` on the vLLM engine: a finished answer validates as a protocol, and
     the learner's masked log-probs are vLLM's (the same path trains the contract adapter)."""
     from coplay.skills.contract_grammar import contract_regex

@@ -10,7 +10,8 @@ regex over the whole completion: the INTENTION line (a tag, then free text), the
 `ACTION: <one legal action>` or `ORDERS:` and one line per orderable unit, in the order the observation
 lists them, each an alternation of that unit's legal orders. Engines sample under it (vLLM:
 `StructuredOutputsParams(regex=...)`; HF: `coplay.engines.token_masks`) and the learner applies the same
-token mask, so the behaviour log-probs and the learner's are both those of the constrained distribution. Standard library only.
+token mask, so the behaviour log-probs and the learner's are both those of the constrained distribution.
+Standard library only.
 """
 
 from __future__ import annotations

@@ -49,7 +49,8 @@ def _round(model_cfg, spec, examples, held_out, args) -> dict:
     from coplay.learn.learner import Learner
     from coplay.learn.sft import completion_nll, run_sft, tokenize_example
 
-    learner = Learner(model_cfg, {"act": spec}, LearnerConfig(backend="torch", micro_batch_size=args.batch),
+    learner = Learner(model_cfg, {"act": spec},
+                      LearnerConfig(backend="torch", micro_batch_size=args.batch, bf16=args.bf16),
                       adapter_names=("act",))
     tokens = [tokenize_example(learner.tokenizer, e.messages, e.completion) for e in examples]
     processed = sum(len(t.prompt_ids) + len(t.completion_ids) for t in tokens)
@@ -77,6 +78,8 @@ def main() -> None:
     parser.add_argument("--user-only", action="store_true",
                         help="drop the prompts' system turn (shorter sequences for a loaded machine)")
     parser.add_argument("--held-out", type=int, default=1, help="held-out examples for the loss after SFT")
+    parser.add_argument("--bf16", action="store_true",
+                        help="bfloat16 weights and training, as the SmolLM2 demo (AVX-512 BF16 CPUs)")
     args = parser.parse_args()
 
     import torch
@@ -84,7 +87,7 @@ def main() -> None:
     from coplay.config import LoraSpec, ModelConfig
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    model_cfg = ModelConfig(name=args.model)
+    model_cfg = ModelConfig(name=args.model, dtype="bfloat16" if args.bf16 else "auto")
     examples = _user_only(_examples(args.batches * args.batch, [1000, 1001]), args.user_only)
     held_out = _user_only(_examples(args.held_out, [2000]), args.user_only)
     placements = {f"top{args.top}": LoraSpec(r=args.r, alpha=2 * args.r, dropout=0.0, top_layers=args.top),
@@ -96,7 +99,8 @@ def main() -> None:
             print(json.dumps({name: runs[name][-1]}), file=sys.stderr, flush=True)  # survives a timeout
     result = {"command": f"{COMMAND} --model {args.model} --top {args.top} --batches {args.batches} "
                          f"--batch {args.batch} --rounds {args.rounds} --lr {args.lr} --r {args.r} "
-                         f"--held-out {args.held_out}{' --user-only' if args.user_only else ''}",
+                         f"--held-out {args.held_out}{' --user-only' if args.user_only else ''}"
+                         f"{' --bf16' if args.bf16 else ''}",
               "model": args.model, "examples": len(examples), "threads": torch.get_num_threads(),
               "placements": {}}
     for name, rounds in runs.items():

@@ -31,41 +31,35 @@ def _console(cfg: CoplayConfig) -> None:
     progress.quiet_third_party(cfg.logging.verbose)
 
 
-def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def _guarded(command: str, start: Callable[[], Path], announce: bool = True) -> int:
-    """Run a training command: SIGTERM stops it the way Ctrl-C does, and each way it can end is one line
-    (finished: 0; nothing to do: 0; stopped: 130; failed in an actor: 1; bad input or run folder: 2)."""
-    import signal
-
+    """Run a training command: SIGTERM stops it the way Ctrl-C does, within a bounded time
+    (`coplay.driver.interrupt`), and each way it can end is one line (finished: 0; nothing to do: 0;
+    stopped: 130; failed in an actor: 1; bad input or run folder: 2)."""
     from coplay.actors.connect import ClusterConnectError
     from coplay.actors.learner_group import LearnerDiedError
     from coplay.artifacts import ArtifactError
+    from coplay.driver.interrupt import bounded_stop
     from coplay.driver.preflight import RunFinished, RunStopped
     from coplay.driver.state import ResumeError
     from coplay.learn.checkpoint import CheckpointError
     from coplay.runs import RunDirError
 
-    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-    try:
-        run_dir = start()
-    except RunFinished as exc:
-        print(f"{command}: {exc}")
-        return 0
-    except RunStopped as exc:
-        print(f"{command}: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print(f"{command}: stopped (Ctrl-C or SIGTERM)", file=sys.stderr)
-        return 130
-    except (ArtifactError, CheckpointError, ClusterConnectError, LearnerDiedError, ResumeError,
-            RunDirError) as exc:
-        print(f"{command}: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    with bounded_stop(command):
+        try:
+            run_dir = start()
+        except RunFinished as exc:
+            print(f"{command}: {exc}")
+            return 0
+        except RunStopped as exc:
+            print(f"{command}: {exc}", file=sys.stderr)
+            return exc.exit_code
+        except KeyboardInterrupt:
+            print(f"{command}: stopped (Ctrl-C or SIGTERM)", file=sys.stderr)
+            return 130
+        except (ArtifactError, CheckpointError, ClusterConnectError, LearnerDiedError, ResumeError,
+                RunDirError) as exc:
+            print(f"{command}: {exc}", file=sys.stderr)
+            return 2
     if announce:
         print(f"run folder: {run_dir}")
     return 0

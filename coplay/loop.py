@@ -21,6 +21,7 @@ from coplay.config import CoplayConfig, require_trainable
 from coplay.driver.batch import train_on
 from coplay.driver.curriculum import curriculum_samples
 from coplay.driver.evaluation import evaluate
+from coplay.driver.interrupt import note_run_folder
 from coplay.driver.lineups import check_schedule
 from coplay.driver.metrics import MetricsLog, iteration_record
 from coplay.driver.plans import iteration_plans
@@ -40,6 +41,7 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
     require_trainable(cfg)
     check_schedule(cfg)
     run = RunDir.open(resume) if resume else RunDir.create(cfg.run.out_dir, cfg.run.name, cfg.to_yaml())
+    note_run_folder(run.root)  # a stop forced after a hung shutdown names it
     point = resume_point(run, cfg) if resume else None
     if point is not None and point.checkpoint is None:
         restart_in_place(run)

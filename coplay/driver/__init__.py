@@ -10,6 +10,7 @@
     records.py     what the loop carries between phases: `IterationData`, `CollectStats`
     state.py       `LoopState`, the cold start or `--resume` of a run, the checkpoint of the loop state
     preflight.py   the run folder checked before Ray starts; stopped, finished and extended runs
+    interrupt.py   Ctrl-C and SIGTERM: a bounded shutdown, then a forced stop with the driver's stacks
     cold_start.py  step 0: fresh adapters, seed banks from expert trajectories, SFT on teacher data
     evaluation.py  the evaluation protocol on the run's rollout workers
     metrics.py     the per-iteration metrics record and where it goes (jsonl, TensorBoard, W&B, console)

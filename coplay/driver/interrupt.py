@@ -1,0 +1,93 @@
+"""Ctrl-C and SIGTERM end a training command within a bounded time.
+
+The first signal raises `KeyboardInterrupt` in the driver, which shuts the run's actors and Ray down and
+prints one line saying the folder is resumable (`coplay.loop.train`, `coplay.driver.preflight.run_stopped`).
+That shutdown talks to Ray; if it does not finish within `STOP_GRACE_S` (a signal that landed inside Ray's
+client code can leave a lock held), or the user presses Ctrl-C again, the driver stops by force: it writes
+every thread's stack to `<run>/error.log` (to stderr before a run folder exists), kills its own child
+processes (the local Ray cluster it started, with its workers and engines), prints the same kind of one
+line and exits with 130. Nothing of the run folder is lost: what a checkpoint holds was written before.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+
+STOP_GRACE_S = 20.0
+
+_state: dict[str, object] = {"command": "coplay", "run_root": None, "timer": None}
+
+
+def note_run_folder(root: Path) -> None:
+    """The run folder a forced stop names for `--resume` and writes the stacks into."""
+    _state["run_root"] = Path(root)
+
+
+def _stop_by_force(reason: str) -> None:
+    """Stacks to the run's error.log, child processes killed, one line, exit 130 (no cleanup runs)."""
+    import psutil
+
+    root = _state["run_root"]
+    command = _state["command"]
+    where = "stderr"
+    try:
+        if isinstance(root, Path) and root.is_dir():
+            with open(root / "error.log", "a") as log:
+                log.write(f"{command}: {reason}; every thread's stack:\n")
+                log.flush()
+                faulthandler.dump_traceback(file=log, all_threads=True)
+            where = str(root / "error.log")
+        else:
+            print(f"{command}: {reason}; every thread's stack:", file=sys.stderr, flush=True)
+            faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    except OSError as exc:  # a full disk must not keep the run from stopping
+        print(f"{command}: could not write the stacks ({exc})", file=sys.stderr)
+    children = psutil.Process().children(recursive=True)
+    for child in children:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            continue
+    psutil.wait_procs(children, timeout=5)
+    resume = (f"the run folder is resumable: coplay train --resume {root}" if isinstance(root, Path)
+              else "no run folder was created")
+    print(f"{command}: stopped (Ctrl-C or SIGTERM); {reason}, so its {len(children)} child processes were "
+          f"killed (stacks in {where}); {resume}", file=sys.stderr, flush=True)
+    os._exit(130)
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    """First signal: arm the grace timer and raise KeyboardInterrupt. A second one: stop by force now."""
+    if _state["timer"] is not None:
+        _stop_by_force("a second Ctrl-C or SIGTERM arrived during the shutdown")
+    timer = threading.Timer(STOP_GRACE_S, _stop_by_force,
+                            args=(f"the shutdown did not finish within {STOP_GRACE_S:.0f} s",))
+    timer.daemon = True
+    _state["timer"] = timer
+    timer.start()
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def bounded_stop(command: str) -> Iterator[None]:
+    """SIGINT and SIGTERM stop `command` as above while the block runs (main thread only); the previous
+    handlers come back afterwards and a pending grace timer is cancelled once the block has ended."""
+    _state.update(command=command, run_root=None, timer=None)
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        timer = _state["timer"]
+        if isinstance(timer, threading.Timer):
+            timer.cancel()
+        _state["timer"] = None

@@ -2,8 +2,9 @@
 
 The first signal raises `KeyboardInterrupt` in the driver, which shuts the run's actors and Ray down and
 prints one line saying the folder is resumable (`coplay.loop.train`, `coplay.driver.preflight.run_stopped`).
-That shutdown talks to Ray; if it does not finish within `STOP_GRACE_S` (a signal that landed inside Ray's
-client code can leave a lock held), or the user presses Ctrl-C again, the driver stops by force: it writes
+That shutdown talks to Ray; if it does not finish within `STOP_GRACE_S` of the signal (a signal that landed
+inside Ray's client code can leave a lock held; a driver blocked in native code never runs Python's handler
+at all), or the user presses Ctrl-C again, the driver stops by force: it writes
 every thread's stack to `<run>/error.log` (to stderr before a run folder exists), kills its own child
 processes (the local Ray cluster it started, with its workers and engines), prints the same kind of one
 line and exits with 130. Nothing of the run folder is lost: what a checkpoint holds was written before.
@@ -64,29 +65,60 @@ def _stop_by_force(reason: str) -> None:
     os._exit(130)
 
 
-def _on_signal(signum: int, frame: FrameType | None) -> None:
-    """First signal: arm the grace timer and raise KeyboardInterrupt. A second one: stop by force now."""
+def _arm(signum: int) -> None:
+    """Per signal: the first one starts the grace timer, a second one stops by force now."""
     if _state["timer"] is not None:
-        _stop_by_force("a second Ctrl-C or SIGTERM arrived during the shutdown")
+        _stop_by_force(f"a second Ctrl-C or SIGTERM (signal {signum}) arrived during the shutdown")
+        return
     timer = threading.Timer(STOP_GRACE_S, _stop_by_force,
                             args=(f"the shutdown did not finish within {STOP_GRACE_S:.0f} s",))
     timer.daemon = True
     _state["timer"] = timer
     timer.start()
+
+
+def _watch(read_fd: int) -> None:
+    """Python runs a signal handler only when the main thread next executes bytecode; a driver blocked in
+    native code (a Ray call) would never arm the timer. The C-level handler writes each signal's number to
+    the wakeup pipe at once, and this thread arms the timer from there."""
+    while True:
+        try:
+            data = os.read(read_fd, 64)
+        except OSError:
+            return
+        if not data:
+            return
+        for signum in data:
+            if signum in (signal.SIGINT, signal.SIGTERM):
+                _arm(signum)
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    """In the main thread: the shutdown starts from here (the watcher thread has armed the timer)."""
     raise KeyboardInterrupt(f"signal {signum}")
 
 
 @contextmanager
 def bounded_stop(command: str) -> Iterator[None]:
     """SIGINT and SIGTERM stop `command` as above while the block runs (main thread only); the previous
-    handlers come back afterwards and a pending grace timer is cancelled once the block has ended."""
+    handlers and wakeup fd come back afterwards and a pending grace timer is cancelled once the block has
+    ended (the shutdown finished in time)."""
     _state.update(command=command, run_root=None, timer=None)
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    watcher = threading.Thread(target=_watch, args=(read_fd,), name="coplay-stop-watcher", daemon=True)
+    watcher.start()
     try:
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        signal.set_wakeup_fd(previous_fd)
+        os.close(write_fd)  # the watcher reads end-of-file and returns
+        watcher.join(timeout=5)
+        os.close(read_fd)
         timer = _state["timer"]
         if isinstance(timer, threading.Timer):
             timer.cancel()

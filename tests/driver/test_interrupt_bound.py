@@ -1,7 +1,7 @@
 """Ctrl-C ends a command within a bounded time even when its shutdown hangs (coplay.driver.interrupt): a
-real process whose cleanup never returns is stopped by force after the grace period, or at once on a second
-Ctrl-C; its child processes are killed, the stacks land in the run's error.log and the last line names the
-folder to resume."""
+real process whose cleanup never returns, or whose main thread never runs the handler, is stopped by force
+after the grace period, or at once on a second Ctrl-C; its child processes are killed, the stacks land in
+the run's error.log and the last line names the folder to resume."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 
 _SCRIPT = textwrap.dedent("""
-    import subprocess, sys, time
+    import signal, subprocess, sys, time
     from pathlib import Path
     from coplay.driver import interrupt
 
@@ -34,21 +34,24 @@ _SCRIPT = textwrap.dedent("""
                 time.sleep(0.1)
 
     with interrupt.bounded_stop("coplay train"):
+        if {mute}:  # as if the main thread were blocked in native code: Python's handler never runs
+            signal.signal(signal.SIGINT, lambda *_: None)
         start()
 """)
 
 
-def _start(tmp_path: Path, grace: float) -> tuple[subprocess.Popen, int]:
+def _start(tmp_path: Path, grace: float, mute: bool = False) -> tuple[subprocess.Popen, int]:
     root = tmp_path / "run-1"
     root.mkdir()
-    proc = subprocess.Popen([sys.executable, "-c", _SCRIPT.format(grace=grace), str(root)],
+    proc = subprocess.Popen([sys.executable, "-c", _SCRIPT.format(grace=grace, mute=mute), str(root)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     assert line.startswith("child"), line + proc.stderr.read()
     return proc, int(line.split()[1])
 
 
-def _check_stopped(proc: subprocess.Popen, child: int, tmp_path: Path, reason: str) -> None:
+def _check_stopped(proc: subprocess.Popen, child: int, tmp_path: Path, reason: str,
+                   hung_in: str = "") -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     last = err.strip().splitlines()[-1]
@@ -57,14 +60,14 @@ def _check_stopped(proc: subprocess.Popen, child: int, tmp_path: Path, reason: s
     assert "Traceback" not in err
     assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
     stacks = (tmp_path / "run-1" / "error.log").read_text()
-    assert "most recent call first" in stacks and "start" in stacks  # where the shutdown hung
+    assert "most recent call first" in stacks and f"in {hung_in}" in stacks  # where the shutdown hung
 
 
 def test_a_hung_shutdown_is_stopped_by_force_after_the_grace_period(tmp_path):
     proc, child = _start(tmp_path, grace=2.0)
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    _check_stopped(proc, child, tmp_path, "did not finish within 2 s")
+    _check_stopped(proc, child, tmp_path, "did not finish within 2 s", hung_in="start")
     assert time.monotonic() - sent < 20
 
 
@@ -74,3 +77,9 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path):
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
     _check_stopped(proc, child, tmp_path, "a second Ctrl-C or SIGTERM")
+
+
+def test_the_bound_holds_when_the_main_thread_never_handles_the_signal(tmp_path):
+    proc, child = _start(tmp_path, grace=2.0, mute=True)
+    proc.send_signal(signal.SIGINT)
+    _check_stopped(proc, child, tmp_path, "did not finish within 2 s", hung_in="start")

@@ -250,6 +250,13 @@ class LearnerConfig(Section):
         None, ge=1, description="torch threads per rank for GRPO steps; None: the rank's Ray CPU slot (one "
                                 "thread on CPU). On a small CPU machine a learner step much longer than the "
                                 "rollouts it overlaps gains from more")
+    old_logprobs: Literal["learner", "engine"] = Field(
+        "learner", description="the PPO ratio's denominator for on-policy samples (served by the adapter "
+                               "version the learner holds): `learner`, its own log-probs before the update "
+                               "(verl's on-policy path: the ratio starts at exactly 1 and a synchronous run "
+                               "repeats bit for bit, whatever the engine's batching did to the low bits of "
+                               "its log-probs); `engine`, the log-probs the engine sampled with. Stale "
+                               "samples always use the engine's")
     skip_zero_advantage: bool = Field(
         False, description="leave samples whose advantage is 0 (a group without reward variance) out of the "
                            "step: with kl_beta 0 they carry no policy gradient, only forward/backward cost; "

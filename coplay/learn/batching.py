@@ -31,6 +31,7 @@ class TrainItem:
     advantage: float
     weight: float = 0.0  # per-token loss weight, set over the whole batch
     regex: str | None = None  # the constraint the engine sampled under (Diplomacy constrained orders)
+    on_policy: bool = False  # sampled by the adapter version the learner holds (`learner.old_logprobs`)
 
 
 @dataclass
@@ -43,10 +44,14 @@ class MicroBatch:
     weights: torch.Tensor
     temperatures: torch.Tensor
     ref_logprobs: torch.Tensor | None = None
+    on_policy: torch.Tensor | None = None  # [B] bool: rows whose old log-probs the learner computes itself
 
 
-def items_from_samples(samples: list[Sample], advantages: dict[str, float]) -> list[TrainItem]:
-    """TrainItems for samples with a completion; each sample needs its advantage and matching log-probs."""
+def items_from_samples(samples: list[Sample], advantages: dict[str, float],
+                       current_version: int | None = None) -> list[TrainItem]:
+    """TrainItems for samples with a completion; each sample needs its advantage and matching log-probs.
+    `current_version`: the version of the samples' adapter the learner holds; samples of that version are
+    on-policy (None: none are)."""
     items = []
     for s in samples:
         if len(s.logprobs) != len(s.completion_ids):
@@ -58,7 +63,9 @@ def items_from_samples(samples: list[Sample], advantages: dict[str, float]) -> l
             continue
         items.append(TrainItem(list(s.prompt_ids), list(s.completion_ids), list(s.logprobs),
                                float(s.temperature), float(advantages[s.sample_id]),
-                               regex=s.meta.get("regex") or None))
+                               regex=s.meta.get("regex") or None,
+                               on_policy=current_version is not None
+                               and s.adapter_version == current_version))
     return items
 
 
@@ -78,7 +85,8 @@ def rank_micro_batches(items: list[TrainItem], rank: int, world: int,
     chunks = [mine[k * micro_batch_size : (k + 1) * micro_batch_size] for k in range(count)]
     filler = items[0]
     return [chunk or [TrainItem(filler.prompt_ids, filler.completion_ids, filler.behaviour_logprobs,
-                                filler.temperature, 0.0, 0.0, filler.regex)] for chunk in chunks]
+                                filler.temperature, 0.0, 0.0, filler.regex, filler.on_policy)]
+            for chunk in chunks]
 
 
 def to_micro_batch(items: list[TrainItem], pad_id: int = 0, masks: TokenMasks | None = None) -> MicroBatch:
@@ -102,4 +110,5 @@ def to_micro_batch(items: list[TrainItem], pad_id: int = 0, masks: TokenMasks | 
         advantages=torch.tensor([i.advantage for i in items], dtype=torch.float32),
         weights=torch.tensor([i.weight for i in items], dtype=torch.float32),
         temperatures=torch.tensor([i.temperature for i in items], dtype=torch.float32),
+        on_policy=torch.tensor([i.on_policy for i in items], dtype=torch.bool),
     )

@@ -165,7 +165,8 @@ class Learner:
         plans: dict[str, list[MicroBatch]] = {}
         n_tokens = 0
         for adapter in self.adapter_names:
-            items = items_from_samples(by_adapter.get(adapter, []), advantages)
+            on_policy = self.versions[adapter] if self.cfg.old_logprobs == "learner" else None
+            items = items_from_samples(by_adapter.get(adapter, []), advantages, on_policy)
             if not items:
                 continue
             set_weights(items, self.cfg.loss_agg, self.max_tokens.get(adapter))
@@ -241,6 +242,12 @@ class Learner:
         sums = dict.fromkeys(METRIC_KEYS, 0.0)
         for k, mb in enumerate(micro_batches):
             logprobs = trainer.forward(mb.tokens, mb.temperatures)
+            if mb.on_policy is not None and bool(mb.on_policy.any()):
+                # the first forward of a step runs before this adapter's update: its log-probs are the old
+                # policy's; later epochs keep them as the ratio's denominator
+                own = logprobs.detach().to("cpu", torch.float32)
+                mb.behaviour_logprobs = torch.where(mb.on_policy[:, None], own, mb.behaviour_logprobs)
+                mb.on_policy = None
             parts = grpo_loss(
                 logprobs,
                 mb.behaviour_logprobs.to(logprobs.device),

@@ -101,7 +101,8 @@ def test_the_learner_step_sees_ratio_one_on_constrained_samples_at_step_0(hf_eng
     samples = [Sample("act", 0, r.prompt_ids, c.token_ids, c.logprobs, "g", temperature=1.0,
                       sample_id=f"s{i}", meta={"regex": r.regex})
                for i, (r, c) in enumerate(zip(requests, hf_engine.generate(requests), strict=True))]
-    learner = make_learner(tiny_model_config.tiny.cache_dir, "torch", names=("act",), lr=1e-9)
+    learner = make_learner(tiny_model_config.tiny.cache_dir, "torch", names=("act",), lr=1e-9,
+                           old_logprobs="engine")  # the ratio against the engine's log-probs is the check
     metrics = learner.train_step(samples, {"s0": 1.0, "s1": -1.0}).adapters["act"]
     assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-3) and metrics["clip_fraction"] == 0.0
     unmasked = [Sample(**{**s.__dict__, "meta": {}, "sample_id": s.sample_id + "-free"}) for s in samples]

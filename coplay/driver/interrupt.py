@@ -36,6 +36,8 @@ def _stop_by_force(reason: str) -> None:
     """Stacks to the run's error.log, child processes killed, one line, exit 130 (no cleanup runs)."""
     import psutil
 
+    from coplay.driver.preflight import resume_line
+
     root = _state["run_root"]
     command = _state["command"]
     where = "stderr"
@@ -58,8 +60,7 @@ def _stop_by_force(reason: str) -> None:
         except psutil.NoSuchProcess:
             continue
     psutil.wait_procs(children, timeout=5)
-    resume = (f"the run folder is resumable: coplay train --resume {root}" if isinstance(root, Path)
-              else "no run folder was created")
+    resume = resume_line(root) if isinstance(root, Path) else "no run folder was created"
     print(f"{command}: stopped (Ctrl-C or SIGTERM); {reason}, so its {len(children)} child processes were "
           f"killed (stacks in {where}); {resume}", file=sys.stderr, flush=True)
     os._exit(130)

@@ -229,10 +229,15 @@ class RunStopped(Exception):
         self.exit_code = exit_code
 
 
+def resume_line(root: Path) -> str:
+    """How a stopped run's last line names its folder (a normal stop and a forced one alike)."""
+    return f"the run folder is resumable: coplay train --resume {root}"
+
+
 def run_stopped(run: RunDir, exc: BaseException) -> RunStopped:
     """The one line a stopped run shows. A failure's remote traceback goes to `<run>/error.log`, and the
     line carries the message of the exception raised inside the actor."""
-    resume = f"the run folder is resumable: coplay train --resume {run.root}"
+    resume = resume_line(run.root)
     if isinstance(exc, KeyboardInterrupt):
         return RunStopped(f"stopped (Ctrl-C or SIGTERM); Ray and the engines are shut down; {resume}", 130)
     import traceback

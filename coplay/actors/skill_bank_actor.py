@@ -87,9 +87,11 @@ class SkillBankImpl:
         return FunctionCaller(generate, pass_max_tokens=True, pass_regex=True)
 
     def update(self, iteration: int, engine_names: dict[str, str | None],
-               base_versions: dict[str, int] | None = None) -> BankUpdate:
+               base_versions: dict[str, int] | None = None,
+               candidates: dict[str, list[dict[str, Any]]] | None = None) -> BankUpdate:
         """Drain the queue: one bank update per bank key found in the queued shards (building on
         `base_versions`, read from the store), all published as their next versions once every key is done.
+        `candidates`: per bank key, the curriculum's exploration-stream tasks to propose as `induce`.
         Returns {bank_key: version}, the bank adapters' Samples (rewards set), reports and the
         seconds the update took."""
         started = time.perf_counter()
@@ -114,7 +116,8 @@ class SkillBankImpl:
             bank = self._base_bank(key, base_versions)
             self.prompts_trimmed = 0
             new_bank, new_samples, report = update_bank(bank, by_key[key], caller, self.cfg.skill_bank,
-                                                        iteration, max_tokens=self.cfg.sampling.max_tokens)
+                                                        iteration, max_tokens=self.cfg.sampling.max_tokens,
+                                                        candidates=(candidates or {}).get(key, ()))
             new_banks[key] = new_bank
             samples += new_samples
             reports.append({**report, "skipped_trajectories": skipped,

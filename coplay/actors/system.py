@@ -26,6 +26,7 @@ from coplay.actors.rollout_worker import RolloutWorker
 from coplay.actors.skill_bank_actor import SkillBankActor
 from coplay.artifacts import ArtifactError, RepublishPolicy
 from coplay.config import BANK_ADAPTERS, CoplayConfig
+from coplay.driver.curriculum import induction_candidates
 from coplay.driver.progress import Phase, phase
 from coplay.driver.records import CollectStats, IterationData
 from coplay.driver.schedule import BankSchedule, VersionLedger
@@ -91,6 +92,7 @@ class BankJob:
     shards: list[bytes]
     names: dict[str, str | None]
     base: dict[str, int]
+    candidates: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     ref: Any = None
     attempts: int = 0
 
@@ -333,7 +335,10 @@ class System:
         `base`, with the bank adapters at `versions`); it runs while the next rollouts play. `bank_result`
         waits for it."""
         names = {a: f"{a}@v{versions[a]}" for a in BANK_ADAPTERS}
-        job = BankJob(data.iteration, data.shards, names, dict(base))
+        cur = self.cfg.curriculum
+        candidates = (induction_candidates(self.run.root, data.iteration)
+                      if cur.enabled and cur.induce and not cur.unguided and "bank" not in cur.freeze else {})
+        job = BankJob(data.iteration, data.shards, names, dict(base), candidates)
         try:
             self._start_bank(job)
         except (RayActorError, RayTaskError) as exc:  # died while taking the shards: `bank_result` reruns it
@@ -347,7 +352,7 @@ class System:
             ray.get(self.bank.clear_queue.remote())
         for shard in job.shards:
             ray.get(self.bank.submit.remote(job.iteration, shard))
-        job.ref = self.bank.update.remote(job.iteration, job.names, job.base)
+        job.ref = self.bank.update.remote(job.iteration, job.names, job.base, job.candidates)
 
     def bank_result(self, job: BankJob | None) -> BankUpdate:
         """The update's result; an update that died (the bank actor, or a worker it called) is rerun from its

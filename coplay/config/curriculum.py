@@ -44,6 +44,10 @@ class CurriculumConfig(Section):
                                   description="a skill whose solver success reaches this ...")
     retire_after: int = Field(8, ge=1, description="... over at least this many solver attempts is no longer "
                                                    "routed (saturated)")
+    induce: bool = Field(
+        True, description="the controller's skill induction: exploration-stream tasks the solver reached at "
+                          "least once go to the next bank update as `induce` proposals for the curator "
+                          "(skill_bank.maintenance.max_proposals.induce per update; off with a frozen bank)")
     freeze: list[Literal["bank", "propose", "act"]] = Field(
         [], description="ablations: keep the bank, the proposer or the solver fixed")
     seed: int = Field(0, description="seed of routing and task start positions")

@@ -57,6 +57,8 @@ class ProposalCaps(Section):
     split: int = Field(2, ge=0)
     refine: int = Field(4, ge=0)
     retire: int = Field(2, ge=0)
+    induce: int = Field(2, ge=0, description="new skills from the curriculum's exploration stream "
+                                             "(`curriculum.induce`, docs/curriculum.md)")
 
 
 class MaintenanceConfig(Section):

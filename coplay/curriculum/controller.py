@@ -1,6 +1,7 @@
 """The curriculum's skill controller (docs/curriculum.md), the deterministic part: refine a skill's
 generation rules from how its tasks fared, and name the skills the solver has saturated (routing stops
-drawing them). Inducing new skills from exploration-stream tasks is left to the bank's curator.
+drawing them). Inducing new skills from exploration-stream tasks happens in the next bank update
+(`coplay.skills.induction`), through the curator like every maintenance operation.
 """
 
 from __future__ import annotations

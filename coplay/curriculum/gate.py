@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from coplay.curriculum.task import Task, TaskRejected, parse_task
@@ -32,6 +32,10 @@ class Attempt:
     satisfied: bool
     steps: int
     game_reward: float
+    effects: frozenset[str] = frozenset()  # literals from the start position to where the attempt ended
+    tag: str = ""  # the intention tag the solver named most often (empty when none parsed)
+    start_view: Mapping[str, Any] = field(default_factory=dict)  # features at the task's start position
+    end_view: Mapping[str, Any] = field(default_factory=dict)  # ... and where the attempt ended
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from coplay.curriculum.routing import Router
 from coplay.curriculum.task import Task, TaskRejected, parse_task
 from coplay.skills.caller import ModelCaller, call_adapter
 from coplay.skills.expressions import parse_expression
+from coplay.skills.literals import literals_of_views
 from coplay.skills.schema import Skill
 from coplay.types import Sample
 
@@ -62,7 +63,24 @@ class RoundResult:
                 "mid_share": len(mid) / n if n else 0.0,
                 "mean_proposer_reward": sum(o.reward for o in self.outcomes) / n if n else 0.0,
                 "rejected": {k: v for k, v in sorted(self.counts.items()) if k != "valid"},
-                "exploration_kept": explored[:EXPLORATION_SHOWN], "exploration_kept_count": len(explored)}
+                "exploration_kept": explored[:EXPLORATION_SHOWN], "exploration_kept_count": len(explored),
+                "induction_candidates": self.induction_candidates()}
+
+    def induction_candidates(self) -> list[dict[str, Any]]:
+        """Valid exploration-stream tasks the solver solved at least once, with what each successful attempt
+        did (its effects from the start position, steps, game reward, intention tag): the next bank update
+        proposes them to the curator as new skills (`induce`, `coplay.skills.induction`)."""
+        out = []
+        for o in self.outcomes:
+            task = o.verdict.task
+            if not o.verdict.valid or task is None or task.skill_id is not None or o.p <= 0.0:
+                continue
+            solved = [a for a in o.attempts if a.satisfied]
+            out.append({"task": task.answer(), "p": o.p,
+                        "attempts": [{"effects": sorted(a.effects), "steps": a.steps, "reward": a.game_reward,
+                                      "tag": a.tag, "start_view": dict(a.start_view),
+                                      "end_view": dict(a.end_view)} for a in solved]})
+        return out
 
 
 def solve(caller: ModelCaller, gate: Gate, tasks: list[tuple[Task, dict[str, Any]]], attempts: int,
@@ -78,7 +96,8 @@ def solve(caller: ModelCaller, gate: Gate, tasks: list[tuple[Task, dict[str, Any
             env = coplay_envs.make_env(gate.game, **gate.env_kwargs)
             obs, info = env.reset(options={"state": dict(start)})
             live.append({"task": t, "env": env, "obs": obs, "info": info, "steps": 0, "reward": 0.0,
-                         "done": False, "ok": False, "samples": [], "bound": task.bound,
+                         "done": False, "ok": False, "samples": [], "bound": task.bound, "tags": Counter(),
+                         "start_view": dict(info.get("features", {})),
                          "contract": parse_expression(task.contract), "goal": solver_goal(task),
                          "id": f"{group_prefix}/solve/{t}/{a}"})
     while any(not s["done"] for s in live):
@@ -91,6 +110,7 @@ def solve(caller: ModelCaller, gate: Gate, tasks: list[tuple[Task, dict[str, Any
             s["obs"], reward, terminated, truncated, s["info"] = s["env"].step(parsed.action)
             s["steps"] += 1
             s["reward"] += float(reward)
+            s["tags"][parsed.tag] += bool(parsed.tag)
             sample.group_id, sample.sample_id = f"{group_prefix}/solve/{s['task']}", f"{s['id']}/{s['steps']}"
             s["samples"].append(sample)
             s["ok"] = s["contract"].holds(s["info"]["features"])
@@ -98,7 +118,11 @@ def solve(caller: ModelCaller, gate: Gate, tasks: list[tuple[Task, dict[str, Any
     results: list[list[Attempt]] = [[] for _ in tasks]
     samples: list[list[Sample]] = [[] for _ in tasks]
     for s in live:
-        results[s["task"]].append(Attempt(s["ok"], s["steps"], s["reward"]))
+        tag = max(sorted(t for t in s["tags"] if t), key=lambda t: s["tags"][t], default="")
+        end_view = dict(s["info"].get("features", {}))
+        results[s["task"]].append(Attempt(s["ok"], s["steps"], s["reward"],
+                                          literals_of_views(s["start_view"], end_view), tag, s["start_view"],
+                                          end_view))
         for sample in s["samples"]:
             sample.reward = solver_reward(s["ok"], s["reward"], reward_scale)
             samples[s["task"]].append(sample)

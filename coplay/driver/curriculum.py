@@ -86,3 +86,13 @@ def curriculum_samples(system: Any, cfg: CoplayConfig, iteration: int, versions:
     write_bytes_atomic(folder / "tasking.json", json.dumps(tasking, indent=1, sort_keys=True).encode())
     write_bytes_atomic(folder / f"it{iteration}.json", json.dumps(summary, indent=1).encode())
     return samples
+
+
+def induction_candidates(run_root: Path, iteration: int) -> dict[str, list[dict[str, Any]]]:
+    """Per bank key, the exploration-stream tasks of iteration `iteration`'s curriculum that the solver
+    reached (`curriculum/it<k>.json`), for the bank update over that iteration to propose as `induce`."""
+    from coplay.skills.schema import bank_key_for
+
+    summary = _read_json(run_root / "curriculum" / f"it{iteration}.json")
+    return {bank_key_for(game): list(body["induction_candidates"]) for game, body in sorted(summary.items())
+            if isinstance(body, dict) and body.get("induction_candidates")}

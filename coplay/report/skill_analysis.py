@@ -32,7 +32,7 @@ from coplay.skills.boundaries import intention_tag
 from coplay.skills.schema import Bank, BankError, bank_key_for, bank_keys, bank_versions, load_bank
 from coplay.types import ShardError, Trajectory, read_shard
 
-CREATING = ("materialize", "merge", "split")  # operations whose `new` skills are discoveries
+CREATING = ("materialize", "merge", "split", "induce")  # operations whose `new` skills are discoveries
 ENDING_EVENTS = ("success", "abort", "switch")
 POLICY = "model"  # the learner's own seats (opponents and bots are left out)
 OTHER_TAG = "other"  # a first word that is not one of the intention tags (an answer that did not parse)

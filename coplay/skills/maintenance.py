@@ -328,14 +328,20 @@ def propose_operations(bank: Bank, cfg: SkillBankConfig, iteration: int,
     weak = propose_retirements(bank, cfg, iteration, busy | stale)
     proposals = unused + merges + changes + weak + propose_materializations(bank, cfg, iteration, trivial)
     proposals = _capped(proposals, cfg, counts)
+    name_uniquely(bank, proposals)
+    return proposals
+
+
+def name_uniquely(bank: Bank, proposals: Sequence[Proposal]) -> None:
+    """Rename new skills so names stay unique across the bank and this update's new skills (a refinement
+    keeps its skill's own name)."""
     taken = {s.name for s in bank.skills.values()}
-    for proposal in proposals:  # names unique across the bank and this update's new skills
+    for proposal in proposals:
         for skill in proposal.new_skills:
             if (skill.name in taken
                     and not (proposal.op == "refine" and bank.skills[skill.id].name == skill.name)):
                 skill.name = skill_name(dominant_tag(skill.tags), skill.contract, taken)
             taken.add(skill.name)
-    return proposals
 
 
 def _capped(proposals: list[Proposal], cfg: SkillBankConfig, counts: Counter[str]) -> list[Proposal]:

@@ -20,7 +20,8 @@ from coplay.skills.caller import ModelCaller
 from coplay.skills.contracts import instance_passes, update_base_rates
 from coplay.skills.curation import curator_round
 from coplay.skills.heldout import evaluate_bank, segment_all
-from coplay.skills.maintenance import enforce_size, propose_operations, tag_counts
+from coplay.skills.induction import propose_inductions
+from coplay.skills.maintenance import enforce_size, name_uniquely, propose_operations, tag_counts
 from coplay.skills.model_rounds import contract_round, segment_round
 from coplay.skills.schema import Bank, BankError, Instance, bank_key_for
 from coplay.skills.segmentation import NEW, Segment, segment_trajectory, skill_profiles
@@ -135,9 +136,10 @@ def refreshed_skills(bank: Bank, segments: Sequence[Segment], skip: Sequence[str
 
 
 def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCaller | None,
-                cfg: SkillBankConfig, iteration: int,
-                max_tokens: Mapping[str, int] | None = None) -> tuple[Bank, list[Sample], dict[str, Any]]:
-    """One bank update on a shard of trajectories of this bank's key.
+                cfg: SkillBankConfig, iteration: int, max_tokens: Mapping[str, int] | None = None,
+                candidates: Sequence[Mapping[str, Any]] = ()) -> tuple[Bank, list[Sample], dict[str, Any]]:
+    """One bank update on a shard of trajectories of this bank's key. `candidates`: the curriculum's
+    exploration-stream tasks the solver reached (`coplay.skills.induction`), proposed as `induce`.
 
     Returns the next bank version, the Samples of the `segment`, `contract` and `curator` adapters (rewards
     filled; empty without a model) and a report of counts and held-out figures. With `caller=None` (or
@@ -186,6 +188,9 @@ def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCal
         proposals = propose_operations(work, cfg, iteration, trivial, counts)
     else:
         proposals, counts["maintenance_skipped"] = [], 1
+    if candidates:  # the curriculum's exploration stream: offered on every update, like the tasks it played
+        proposals += propose_inductions(work, candidates, cfg, iteration, trivial, counts)
+        name_uniquely(work, proposals)
     counts["proposals"] += len(proposals)
 
     def quality(candidate: Bank) -> float:

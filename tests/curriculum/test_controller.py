@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from coplay.curriculum.controller import refine_rules, saturated_skills
 from coplay.skills.schema import Contract, Skill
 from coplay.skills.tasking import TaskSpec, TaskUsage
@@ -29,3 +33,18 @@ def test_untried_skills_keep_their_rules_and_saturated_ones_are_named() -> None:
         skills[sid] = Skill(id=sid, name=sid, summary="", plan=[], preconditions="", success="", abort="",
                             contract=Contract(), tasking=spec(10, 20, successes))
     assert saturated_skills(skills, 0.95, 8) == ["s1"]
+
+
+def test_the_bank_update_reads_the_induction_candidates_of_its_iteration(tmp_path) -> None:
+    from coplay.driver.curriculum import induction_candidates
+
+    folder = tmp_path / "curriculum"
+    folder.mkdir()
+    found = {"task": {"goal": "make a 4", "contract": "max_tile >= 4", "bound": 3}, "p": 0.5, "attempts": []}
+    (folder / "it3.json").write_text(json.dumps({"2048": {"proposed": 2, "induction_candidates": [found]},
+                                                 "tetris": {"proposed": 2, "induction_candidates": []}}))
+    assert induction_candidates(tmp_path, 3) == {"2048": [found]}
+    assert induction_candidates(tmp_path, 4) == {}  # no curriculum round recorded for that iteration
+    (folder / "it5.json").write_text("{not json")
+    with pytest.raises(ValueError, match="it5.json: not JSON"):
+        induction_candidates(tmp_path, 5)

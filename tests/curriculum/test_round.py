@@ -96,6 +96,20 @@ def test_tasks_beyond_the_mix_cap_are_not_played_nor_trained() -> None:
     assert {s.group_id for s in result.samples if s.adapter == "propose"} == {"it2/curriculum/2048/propose/0"}
 
 
+def test_exploration_tasks_the_solver_reached_are_the_induction_candidates() -> None:
+    cfg = CurriculumConfig(enabled=True, prompts=1, proposals=3, attempts=4, exploration_share=1.0)
+    result = run_round(scripted(), Gate("2048"), Router(exploration_share=1.0), {}, cfg, 2, "rules", TOKENS)
+    (found,) = result.metrics()["induction_candidates"]  # EASY (p = 1/2); the impossible task never counts
+    assert found["task"] == EASY and found["p"] == 0.5 and len(found["attempts"]) == 2
+    for attempt in found["attempts"]:  # one `left` merged the two 2s into a 4
+        assert "max_tile↑" in attempt["effects"] and attempt["tag"] == "MERGE" and attempt["steps"] == 1
+        assert attempt["start_view"]["max_tile"] == 2 and attempt["end_view"]["max_tile"] == 4
+    routed = run_round(scripted(), Gate("2048"), Router(exploration_share=0.0), {"s1": skill()},
+                       CurriculumConfig(enabled=True, prompts=1, proposals=3, attempts=4,
+                                        exploration_share=0.0), 2, "rules", TOKENS)
+    assert routed.metrics()["induction_candidates"] == []  # a skill's own tasks induce nothing
+
+
 def test_unguided_prompts_name_no_skill() -> None:
     seen: list[str] = []
     inner = scripted()

@@ -17,11 +17,12 @@ def worker_caller(workers: list[Any], engine_names: dict[str, str], temperature:
         raise ValueError("the curriculum needs at least one rollout worker (rollout.workers >= 1)")
     calls = {"n": 0}
 
-    def generate(adapter: str, prompts: list[Any], n: int, max_tokens: int) -> list[list[Any]]:
+    def generate(adapter: str, prompts: list[Any], n: int, max_tokens: int,
+                 regex: str | None = None) -> list[list[Any]]:
         worker = workers[calls["n"] % len(workers)]
         call_seed = seed + calls["n"]
         calls["n"] += 1
         return ray.get(worker.complete.remote(engine_names[adapter], prompts, n, max_tokens, temperature,
-                                              call_seed))
+                                              call_seed, regex))
 
-    return FunctionCaller(generate, pass_max_tokens=True)
+    return FunctionCaller(generate, pass_max_tokens=True, pass_regex=True)

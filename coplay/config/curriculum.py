@@ -44,6 +44,12 @@ class CurriculumConfig(Section):
                                   description="a skill whose solver success reaches this ...")
     retire_after: int = Field(8, ge=1, description="... over at least this many solver attempts is no longer "
                                                    "routed (saturated)")
+    constrained_tasks: bool = Field(
+        False, description="sample `propose` answers under the task grammar "
+                           "(coplay/curriculum/task_grammar.py: the schema, the game's position shape, a "
+                           "contract over its features, a bound in range) on games that have a position "
+                           "grammar (2048, Candy Crush); the solver's ACTION lines follow "
+                           "`rollout.constrained_actions`")
     induce: bool = Field(
         True, description="the controller's skill induction: exploration-stream tasks the solver reached at "
                           "least once go to the next bank update as `induce` proposals for the curator "

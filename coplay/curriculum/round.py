@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from coplay.agent.constraint import constraint_for
 from coplay.agent.parsing import parse_act
 from coplay.agent.prompts import act_messages
 from coplay.config import CurriculumConfig
@@ -23,6 +24,7 @@ from coplay.curriculum.prompts import proposer_messages, solver_goal
 from coplay.curriculum.rewards import proposer_reward, solver_reward, success_rate
 from coplay.curriculum.routing import Router
 from coplay.curriculum.task import Task, TaskRejected, parse_task
+from coplay.curriculum.task_grammar import feature_kinds, task_regex
 from coplay.skills.caller import ModelCaller, call_adapter
 from coplay.skills.expressions import parse_expression
 from coplay.skills.literals import literals_of_views
@@ -83,11 +85,30 @@ class RoundResult:
         return out
 
 
+def _act_answers(caller: ModelCaller, game: str, active: list[dict[str, Any]], prompts: list[Any],
+                 max_tokens: int, constrained: bool) -> list[list[Sample]]:
+    """One `act` answer per live attempt; constrained: the ACTION line sampled from the attempt's legal
+    actions (`agent.constraint`, as in the rollouts), one call per distinct constraint."""
+    if not constrained:
+        return caller.complete("act", prompts, 1, max_tokens)
+    by_regex: dict[str | None, list[int]] = {}
+    for i, s in enumerate(active):
+        by_regex.setdefault(constraint_for(game, s["info"], False, True), []).append(i)
+    answers: list[list[Sample]] = [[] for _ in active]
+    for regex, members in by_regex.items():
+        got = caller.complete("act", [prompts[i] for i in members], 1, max_tokens, regex=regex)
+        for i, group in zip(members, got, strict=True):
+            answers[i] = group
+    return answers
+
+
 def solve(caller: ModelCaller, gate: Gate, tasks: list[tuple[Task, dict[str, Any]]], attempts: int,
           rules: str, max_tokens: int, group_prefix: str,
-          reward_scale: float = 0.0) -> tuple[list[list[Attempt]], list[list[Sample]]]:
+          reward_scale: float = 0.0, constrained_actions: bool = False) -> tuple[list[list[Attempt]],
+                                                                            list[list[Sample]]]:
     """K attempts at each (task, start state), in lockstep: every step asks the caller once for all live
-    attempts. Returns per task its attempts and its solver `act` Samples (rewarded per attempt)."""
+    attempts (once per distinct action constraint with `constrained_actions`). Returns per task its attempts
+    and its solver `act` Samples (rewarded per attempt)."""
     import coplay_envs
 
     live: list[dict[str, Any]] = []
@@ -104,7 +125,7 @@ def solve(caller: ModelCaller, gate: Gate, tasks: list[tuple[Task, dict[str, Any
         active = [s for s in live if not s["done"]]
         prompts = [act_messages(gate.game, rules, s["obs"], s["info"]["legal_actions"], s["goal"], [])
                    for s in active]
-        answers = caller.complete("act", prompts, 1, max_tokens)
+        answers = _act_answers(caller, gate.game, active, prompts, max_tokens, constrained_actions)
         for s, (sample,) in zip(active, answers, strict=True):
             parsed = parse_act(sample.completion_text, s["info"]["legal_actions"])
             s["obs"], reward, terminated, truncated, s["info"] = s["env"].step(parsed.action)
@@ -146,7 +167,7 @@ def _within_cap(checked: list[tuple[Sample, str | None, Verdict]], max_tasks: in
 
 def run_round(caller: ModelCaller, gate: Gate, router: Router, skills: Mapping[str, Skill],
               cfg: CurriculumConfig, iteration: int, rules: str, max_tokens: Mapping[str, int],
-              seed: int = 0, max_tasks: int | None = None) -> RoundResult:
+              seed: int = 0, max_tasks: int | None = None, constrained_actions: bool = False) -> RoundResult:
     """Route `cfg.prompts` prompts, sample `cfg.proposals` tasks per prompt, gate them, solve the valid
     ones `cfg.attempts` times, and set every Sample's reward. Skill usage statistics are updated in place
     (`Skill.tasking.usage`); tasks the solver neither always nor never solved become skill examples.
@@ -159,7 +180,10 @@ def run_round(caller: ModelCaller, gate: Gate, router: Router, skills: Mapping[s
     hint = json.dumps(info["state"], sort_keys=True)[:HINT_CHARS]
     prompts = [proposer_messages(gate.game, rules, gate.features, skills[r] if r else None, cfg.max_bound,
                                  hint) for r in routed]
-    groups = call_adapter(caller, "propose", prompts, cfg.proposals, max_tokens["propose"], prefix)
+    kinds = feature_kinds(info["features"])
+    regex = task_regex(gate.game, kinds, cfg.max_bound) if cfg.constrained_tasks else None
+    groups = call_adapter(caller, "propose", prompts, cfg.proposals, max_tokens["propose"], prefix,
+                          regex=regex)
     checked: list[tuple[Sample, str | None, Verdict]] = []
     expert = gate.reference == "expert"
     for skill_id, group in zip(routed, groups, strict=True):
@@ -178,7 +202,8 @@ def run_round(caller: ModelCaller, gate: Gate, router: Router, skills: Mapping[s
     played_idx = _within_cap(checked, max_tasks)
     attempts, solver_samples = solve(caller, gate, [(checked[i][2].task, checked[i][2].start_state)
                                                     for i in played_idx],  # type: ignore[misc]
-                                     cfg.attempts, rules, max_tokens["act"], prefix, cfg.game_reward_scale)
+                                     cfg.attempts, rules, max_tokens["act"], prefix, cfg.game_reward_scale,
+                                     constrained_actions)
     played = dict(zip(played_idx, zip(attempts, solver_samples, strict=True), strict=True))
     outcomes: list[TaskOutcome] = []
     trained: list[Sample] = []

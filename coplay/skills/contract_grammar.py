@@ -37,6 +37,15 @@ def _condition(numbers: list[str], flags: list[str]) -> str:
     return "(not )?(" + "|".join(options) + ")"
 
 
+def expression_regex(features: Mapping[str, str], max_conditions: int = MAX_CONDITIONS) -> str:
+    """The regex of a validator expression over `features` (name -> "bool" or "number"): up to
+    `max_conditions` comparisons joined by `and` / `or`, each optionally negated."""
+    numbers = [n for n, kind in features.items() if kind != "bool"]
+    flags = [n for n, kind in features.items() if kind == "bool"]
+    condition = _condition(numbers, flags)
+    return f"{condition}( (and|or) {condition}){{0,{max_conditions - 1}}}"
+
+
 def contract_regex(features: Mapping[str, str]) -> str:
     """The regex of a `contract` answer over a bank's `features` (name -> "bool" or "number")."""
     numbers = [n for n, kind in features.items() if kind != "bool"]
@@ -49,8 +58,7 @@ def contract_regex(features: Mapping[str, str]) -> str:
     literal = "(" + "|".join(literals) + ")" if literals else None
     more = max(0, len(features) - 1)  # each feature moves at most one way
     effects = f"({literal}(, {literal}){{0,{more}}}|\\(none\\))" if literal else "\\(none\\)"
-    condition = _condition(numbers, flags)
-    expression = f'{condition}( (and|or) {condition}){{0,{MAX_CONDITIONS - 1}}}'
+    expression = expression_regex(features)
     step = f'"{_TEXT}{{1,{PLAN_STEP_MAX_CHARS}}}"'
     return (f"EFFECTS: {effects}\\n"
             f'\\{{"summary": "{_TEXT}{{1,{SUMMARY_MAX_CHARS}}}", '

@@ -1,0 +1,67 @@
+"""The proposer's answer grammar (`curriculum.constrained_tasks`): well-formed tasks match it and malformed
+ones do not, and sampled under it even the random-weight tiny model writes only tasks the schema accepts
+(the gate then judges positions and contracts as before)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+import coplay_envs
+from coplay.config import CurriculumConfig
+from coplay.curriculum.gate import Gate
+from coplay.curriculum.round import run_round
+from coplay.curriculum.routing import Router
+from coplay.curriculum.task_grammar import feature_kinds, task_regex
+
+BOARD = [[2, 2, 0, 0], [0, 0, 0, 0], [0, 0, 4, 0], [0, 0, 0, 0]]
+
+
+def _regex(game: str = "2048", max_bound: int = 12) -> str:
+    _, info = coplay_envs.make_env(game).reset(seed=0)
+    regex = task_regex(game, feature_kinds(info["features"]), max_bound)
+    assert regex is not None
+    return regex
+
+
+def _task(**changes) -> str:
+    return json.dumps({"position": {"board": BOARD}, "goal": "make an 8", "contract": "max_tile >= 8",
+                       "bound": 6, **changes})
+
+
+@pytest.mark.parametrize("answer", [_task(), _task(contract="max_tile >= 8 and empty_cells > 10"),
+                                    _task(bound=12), _task(contract="not merges == 0 or score >= 12.5")])
+def test_well_formed_tasks_match(answer: str) -> None:
+    assert re.fullmatch(_regex(), answer)
+
+
+@pytest.mark.parametrize("answer", [
+    _task(position={"board": [[3, 2, 0, 0]] * 4}),          # 3 is not a 2048 tile
+    _task(position={"board": BOARD[:3]}),                    # three rows
+    _task(bound=13), _task(bound=0),                         # outside [1, max_bound]
+    _task(contract="height >= 3"),                           # not a 2048 feature
+    _task(contract="max_tile(8)"),                           # not the expression language
+    _task(goal='say "hi"'),                                  # a quote would need escaping
+    "Here is a task: " + _task(),                            # prose around the object
+])
+def test_malformed_tasks_do_not(answer: str) -> None:
+    assert re.fullmatch(_regex(), answer) is None
+
+
+def test_games_without_a_position_grammar_stay_free() -> None:
+    assert task_regex("tetris", {"holes": "number"}, 8) is None
+    assert re.fullmatch(_regex("candy_crush"), json.dumps(
+        {"position": {"board": ["RGBYRGBY"] * 8}, "goal": "clear", "contract": "score >= 30", "bound": 3}))
+
+
+def test_the_tiny_model_under_the_grammar_writes_only_tasks_the_schema_accepts(constrained_tiny_caller):
+    cfg = CurriculumConfig(enabled=True, prompts=2, proposals=2, attempts=1, constrained_tasks=True,
+                           max_bound=6, exploration_share=1.0)
+    result = run_round(constrained_tiny_caller, Gate("2048", max_bound=6), Router(exploration_share=1.0), {},
+                       cfg, 1, "rules", {"propose": 400, "act": 16}, max_tasks=0)
+    proposer = [s for s in result.samples if s.adapter == "propose"]
+    assert len(proposer) == 4 and all(s.meta.get("regex") for s in proposer)
+    assert not result.counts["unparseable"] and not result.counts["schema"], result.counts
+    assert sum(result.counts.values()) == 4  # each got a verdict past the schema

@@ -31,6 +31,8 @@ LOCAL_CONFIGS = [CONFIGS / "cpu-2048-learning.yaml", CONFIGS / "demo-2048.yaml",
                  CONFIGS / "demo-2048-smollm2.yaml", CONFIGS / "tiny-2048-maintenance.yaml"]
 # `python -m benchmarks.coevolution` (the ablation, docs/ablations.md): SmolLM2 on the local machine
 COEVOLUTION_CONFIGS = [CONFIGS / "coevolution-2048.yaml", CONFIGS / "coevolution-tetris.yaml"]
+# `python -m benchmarks.skill_sp` (docs/curriculum.md): SmolLM2 on the local machine
+CURRICULUM_CONFIGS = [CONFIGS / "curriculum-2048-smollm2.yaml"]
 
 
 def _load_train_module():
@@ -44,7 +46,15 @@ train_py = _load_train_module()
 
 
 def test_every_game_has_a_real_and_a_tiny_config_and_nothing_else_is_there():
-    assert sorted(CONFIGS.glob("*.yaml")) == sorted(ALL_CONFIGS + LOCAL_CONFIGS + COEVOLUTION_CONFIGS)
+    assert sorted(CONFIGS.glob("*.yaml")) == sorted(ALL_CONFIGS + LOCAL_CONFIGS + COEVOLUTION_CONFIGS
+                                                    + CURRICULUM_CONFIGS)
+
+
+def test_the_curriculum_config_runs_the_curriculum_on_smollm2_with_constrained_tasks():
+    cfg = load_config(CURRICULUM_CONFIGS[0])
+    assert cfg.curriculum.enabled and cfg.curriculum.constrained_tasks and cfg.rollout.constrained_actions
+    assert cfg.model.name == "smollm2-135m-instruct" and cfg.loop.iterations >= 5  # the 5 iterations
+    assert "propose" in cfg.active_adapters
 
 
 @pytest.mark.parametrize("path", COEVOLUTION_CONFIGS, ids=lambda p: p.stem)

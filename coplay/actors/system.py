@@ -335,9 +335,8 @@ class System:
         `base`, with the bank adapters at `versions`); it runs while the next rollouts play. `bank_result`
         waits for it."""
         names = {a: f"{a}@v{versions[a]}" for a in BANK_ADAPTERS}
-        cur = self.cfg.curriculum
-        candidates = (induction_candidates(self.run.root, data.iteration)
-                      if cur.enabled and cur.induce and not cur.unguided and "bank" not in cur.freeze else {})
+        candidates = (induction_candidates(self.run.root, data.iteration) if self.cfg.curriculum.induces
+                      else {})
         job = BankJob(data.iteration, data.shards, names, dict(base), candidates)
         try:
             self._start_bank(job)

@@ -58,3 +58,9 @@ class CurriculumConfig(Section):
         [], description="ablations: keep the bank, the proposer or the solver fixed")
     seed: int = Field(0, description="seed of routing and task start positions")
 
+    @property
+    def induces(self) -> bool:
+        """Whether bank updates get induction candidates: the curriculum on, `induce` on, and neither the
+        unguided ablation (no skill conditioning at all) nor a frozen bank."""
+        return self.enabled and self.induce and not self.unguided and "bank" not in self.freeze
+

@@ -32,7 +32,6 @@ class Attempt:
     satisfied: bool
     steps: int
     game_reward: float
-    effects: frozenset[str] = frozenset()  # literals from the start position to where the attempt ended
     tag: str = ""  # the intention tag the solver named most often (empty when none parsed)
     start_view: Mapping[str, Any] = field(default_factory=dict)  # features at the task's start position
     end_view: Mapping[str, Any] = field(default_factory=dict)  # ... and where the attempt ended

@@ -24,10 +24,10 @@ from coplay.curriculum.prompts import proposer_messages, solver_goal
 from coplay.curriculum.rewards import proposer_reward, solver_reward, success_rate
 from coplay.curriculum.routing import Router
 from coplay.curriculum.task import Task, TaskRejected, parse_task
-from coplay.curriculum.task_grammar import feature_kinds, task_regex
+from coplay.curriculum.task_grammar import task_regex
 from coplay.skills.caller import ModelCaller, call_adapter
 from coplay.skills.expressions import parse_expression
-from coplay.skills.literals import literals_of_views
+from coplay.skills.literals import feature_kinds, literals_of_views
 from coplay.skills.schema import Skill
 from coplay.types import Sample
 
@@ -79,7 +79,8 @@ class RoundResult:
                 continue
             solved = [a for a in o.attempts if a.satisfied]
             out.append({"task": task.answer(), "p": o.p,
-                        "attempts": [{"effects": sorted(a.effects), "steps": a.steps, "reward": a.game_reward,
+                        "attempts": [{"effects": sorted(literals_of_views(a.start_view, a.end_view)),
+                                      "steps": a.steps, "reward": a.game_reward,
                                       "tag": a.tag, "start_view": dict(a.start_view),
                                       "end_view": dict(a.end_view)} for a in solved]})
         return out
@@ -141,9 +142,7 @@ def solve(caller: ModelCaller, gate: Gate, tasks: list[tuple[Task, dict[str, Any
     for s in live:
         tag = max(sorted(t for t in s["tags"] if t), key=lambda t: s["tags"][t], default="")
         end_view = dict(s["info"].get("features", {}))
-        results[s["task"]].append(Attempt(s["ok"], s["steps"], s["reward"],
-                                          literals_of_views(s["start_view"], end_view), tag, s["start_view"],
-                                          end_view))
+        results[s["task"]].append(Attempt(s["ok"], s["steps"], s["reward"], tag, s["start_view"], end_view))
         for sample in s["samples"]:
             sample.reward = solver_reward(s["ok"], s["reward"], reward_scale)
             samples[s["task"]].append(sample)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from coplay.skills.contract_grammar import _TEXT, expression_regex
+from coplay.skills.contract_grammar import JSON_TEXT_CHAR, expression_regex
 
 GOAL_MAX_CHARS = 96  # under task.MAX_GOAL_CHARS, and short enough for the token budget
 MAX_TASK_CONDITIONS = 3  # comparisons in a task's contract
@@ -42,11 +42,6 @@ def task_regex(game: str, features: Mapping[str, str], max_bound: int) -> str | 
     position = POSITIONS.get(game)
     if position is None:
         return None
-    return (f'\\{{"position": {position}, "goal": "{_TEXT}{{1,{GOAL_MAX_CHARS}}}", '
+    return (f'\\{{"position": {position}, "goal": "{JSON_TEXT_CHAR}{{1,{GOAL_MAX_CHARS}}}", '
             f'"contract": "{expression_regex(features, MAX_TASK_CONDITIONS)}", '
             f'"bound": {bound_regex(max_bound)}\\}}')
-
-
-def feature_kinds(features: Mapping[str, object]) -> dict[str, str]:
-    """name -> "bool" or "number" from one features view."""
-    return {name: "bool" if isinstance(value, bool) else "number" for name, value in sorted(features.items())}

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 SUMMARY_MAX_CHARS = 128  # under prompts.MAX_SUMMARY_CHARS, and short enough to fit the token budget
 PLAN_STEP_MAX_CHARS = 96  # under prompts.MAX_PLAN_STEP_CHARS
 MAX_CONDITIONS = 6  # comparisons per expression
-_TEXT = "[ !#-\\[\\]-~]"  # printable ASCII but quote and backslash: JSON needs no escape
+JSON_TEXT_CHAR = "[ !#-\\[\\]-~]"  # printable ASCII but quote and backslash: JSON needs no escape
 _NUMBER = "-?[0-9]{1,7}(\\.[0-9]{1,4})?(e[-+][0-9]{2})?"
 _COMPARATORS = "(<|<=|>|>=|==|!=)"
 
@@ -59,8 +59,8 @@ def contract_regex(features: Mapping[str, str]) -> str:
     more = max(0, len(features) - 1)  # each feature moves at most one way
     effects = f"({literal}(, {literal}){{0,{more}}}|\\(none\\))" if literal else "\\(none\\)"
     expression = expression_regex(features)
-    step = f'"{_TEXT}{{1,{PLAN_STEP_MAX_CHARS}}}"'
+    step = f'"{JSON_TEXT_CHAR}{{1,{PLAN_STEP_MAX_CHARS}}}"'
     return (f"EFFECTS: {effects}\\n"
-            f'\\{{"summary": "{_TEXT}{{1,{SUMMARY_MAX_CHARS}}}", '
+            f'\\{{"summary": "{JSON_TEXT_CHAR}{{1,{SUMMARY_MAX_CHARS}}}", '
             f'"plan": \\[{step}(, {step}){{1,6}}\\], '
             f'"preconditions": "{expression}", "success": "{expression}", "abort": "{expression}"\\}}')

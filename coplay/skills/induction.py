@@ -13,7 +13,6 @@ Standard library only; never imports ray or torch.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,7 +21,7 @@ from coplay.agent.parsing import INTENTION_TAGS
 from coplay.config import SkillBankConfig
 from coplay.skills.contracts import learn_contract, pass_rate
 from coplay.skills.expressions import ExpressionError, parse_expression
-from coplay.skills.maintenance import Proposal, build_skill, jaccard
+from coplay.skills.maintenance import Proposal, build_skill, cap_proposals, jaccard
 from coplay.skills.schema import Bank, Instance
 from coplay.skills.tasking import TaskSpec
 
@@ -56,13 +55,14 @@ def _task_contract(candidate: Mapping[str, Any]) -> str | None:
 
 def propose_inductions(bank: Bank, candidates: Sequence[Mapping[str, Any]], cfg: SkillBankConfig,
                        iteration: int, trivial: frozenset[str], counts: Counter[str]) -> list[Proposal]:
-    """One `induce` proposal per usable candidate (most solved first, then in order), at most
-    `maintenance.max_proposals.induce`; the rest are counted as deferred. Counted in `counts`:
+    """One `induce` proposal per usable candidate (most solved first, then in order), within the bank's
+    room (`maintenance.max_skills`) and the per-kind cap (`maintenance.max_proposals.induce`, as every
+    operation: `cap_proposals` counts `proposed_induce` and `deferred_induce`). Also counted:
     `evidence_induction_candidates`, `evidence_induction_duplicates` (an existing skill already states the
-    contract), `evidence_induction_unusable` (no successful attempt or a contract that does not parse),
-    `proposed_induce`, `deferred_induce`."""
+    contract) and `evidence_induction_unusable` (no successful attempt or a contract that does not parse)."""
     counts["evidence_induction_candidates"] += len(candidates)
     ranked = sorted(range(len(candidates)), key=lambda i: (-float(candidates[i].get("p", 0.0)), i))
+    room = max(0, cfg.maintenance.max_skills - len(bank.skills))
     seen_contracts: set[str] = set()
     out: list[Proposal] = []
     for index in ranked:
@@ -78,8 +78,7 @@ def propose_inductions(bank: Bank, candidates: Sequence[Mapping[str, Any]], cfg:
                 for s in bank.skills.values()):
             counts["evidence_induction_duplicates"] += 1
             continue
-        if len(out) >= cfg.maintenance.max_proposals.induce or len(bank.skills) + len(out) >= \
-                cfg.maintenance.max_skills:
+        if len(out) >= room:
             counts["deferred_induce"] += 1
             continue
         seen_contracts.add(contract_text)
@@ -92,11 +91,9 @@ def propose_inductions(bank: Bank, candidates: Sequence[Mapping[str, Any]], cfg:
             skill.summary = f"{goal} ({skill.summary})"
         skill.tasking = TaskSpec(examples=[task])
         rate = pass_rate(contract.literals, [i.effects for i in instances], cfg.contracts.pass_threshold)
-        p = float(candidate.get("p", 0.0))
         out.append(Proposal("induce", [], [skill],
                             {"task_goal": goal, "task_contract": contract_text, "bound": task.get("bound"),
-                             "solver_success": round(p, 4) if math.isfinite(p) else 0.0,
+                             "solver_success": round(float(candidate.get("p", 0.0)), 4),
                              "instances": len(instances), "pass_rate": round(rate, 4),
                              "contract": contract.literals, "support": contract.support}))
-        counts["proposed_induce"] += 1
-    return out
+    return cap_proposals(out, cfg, counts)

@@ -81,6 +81,11 @@ def window_view(views: Sequence[FeatureView], ties: str = "last") -> dict[str, f
     return out
 
 
+def feature_kinds(view: Mapping[str, object]) -> dict[str, str]:
+    """name -> "bool" or "number" for the features of one view (what expressions and grammars are over)."""
+    return {name: "bool" if isinstance(value, bool) else "number" for name, value in sorted(view.items())}
+
+
 def literals_of_views(start: FeatureView, end: FeatureView) -> frozenset[str]:
     """Literals from a start view to an end view (features of different kinds in the two are skipped)."""
     found: set[str] = set()

@@ -327,7 +327,7 @@ def propose_operations(bank: Bank, cfg: SkillBankConfig, iteration: int,
     changes = propose_splits_and_refinements(bank, cfg, iteration, busy, trivial)
     weak = propose_retirements(bank, cfg, iteration, busy | stale)
     proposals = unused + merges + changes + weak + propose_materializations(bank, cfg, iteration, trivial)
-    proposals = _capped(proposals, cfg, counts)
+    proposals = cap_proposals(proposals, cfg, counts)
     name_uniquely(bank, proposals)
     return proposals
 
@@ -344,7 +344,7 @@ def name_uniquely(bank: Bank, proposals: Sequence[Proposal]) -> None:
             taken.add(skill.name)
 
 
-def _capped(proposals: list[Proposal], cfg: SkillBankConfig, counts: Counter[str]) -> list[Proposal]:
+def cap_proposals(proposals: list[Proposal], cfg: SkillBankConfig, counts: Counter[str]) -> list[Proposal]:
     """The first `max_proposals.<op>` proposals of each kind; the others are counted as deferred."""
     kept, seen = [], Counter[str]()
     for proposal in proposals:

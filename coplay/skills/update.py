@@ -21,6 +21,7 @@ from coplay.skills.contracts import instance_passes, update_base_rates
 from coplay.skills.curation import curator_round
 from coplay.skills.heldout import evaluate_bank, segment_all
 from coplay.skills.induction import propose_inductions
+from coplay.skills.literals import feature_kinds
 from coplay.skills.maintenance import enforce_size, name_uniquely, propose_operations, tag_counts
 from coplay.skills.model_rounds import contract_round, segment_round
 from coplay.skills.schema import Bank, BankError, Instance, bank_key_for
@@ -56,9 +57,8 @@ def update_vocabulary(bank: Bank, trajectories: Sequence[Trajectory]) -> None:
     for traj in trajectories:
         for step in traj.steps:
             for view in (step.features_before, step.features_after):
-                for name, value in view.items():
-                    if name not in bank.features:
-                        bank.features[name] = "bool" if isinstance(value, bool) else "number"
+                for name, kind in feature_kinds(view).items():
+                    bank.features.setdefault(name, kind)
     bank.features = dict(sorted(bank.features.items()))
 
 

@@ -14,7 +14,8 @@ from coplay.config import CurriculumConfig
 from coplay.curriculum.gate import Gate
 from coplay.curriculum.round import run_round
 from coplay.curriculum.routing import Router
-from coplay.curriculum.task_grammar import feature_kinds, task_regex
+from coplay.curriculum.task_grammar import task_regex
+from coplay.skills.literals import feature_kinds
 
 BOARD = [[2, 2, 0, 0], [0, 0, 0, 0], [0, 0, 4, 0], [0, 0, 0, 0]]
 

@@ -5,6 +5,7 @@ a run without it builds, trains and serves no `propose` adapter. Imports only py
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import Field
@@ -30,7 +31,8 @@ class CurriculumConfig(Section):
         True, description="reject a task whose contract already holds at its start position")
     mix_share: float = Field(0.25, ge=0.0, le=1.0,
                              description="share of each iteration's solver episodes that start from valid "
-                                         "tasks (the rest are ordinary rollouts)")
+                                         "tasks (the rest are ordinary rollouts); 1.0: every valid task "
+                                         "is played")
     exploration_share: float = Field(
         0.2, ge=0.0, le=1.0, description="share of proposer prompts with no skill (the exploration stream)")
     routing: Literal["statistics", "uniform"] = Field(
@@ -57,6 +59,15 @@ class CurriculumConfig(Section):
     freeze: list[Literal["bank", "propose", "act"]] = Field(
         [], description="ablations: keep the bank, the proposer or the solver fixed")
     seed: int = Field(0, description="seed of routing and task start positions")
+
+    def max_tasks(self, ordinary_episodes: int) -> int | None:
+        """How many valid tasks the solver plays beside `ordinary_episodes` rollout episodes, so that task
+        episodes (K each) are about `mix_share` of all its episodes: t * K / (t * K + ordinary) <= share,
+        rounded up (one task at any share above 0); None (no cap) at share 1."""
+        if self.mix_share >= 1.0:
+            return None
+        tasks = self.mix_share / (1.0 - self.mix_share) * ordinary_episodes / self.attempts
+        return math.ceil(round(tasks, 6))  # 0.8 / 0.2 is 4.000000000000001 in floats
 
     @property
     def induces(self) -> bool:

@@ -150,7 +150,8 @@ def solve(caller: ModelCaller, gate: Gate, tasks: list[tuple[Task, dict[str, Any
 
 
 def _within_cap(checked: list[tuple[Sample, str | None, Verdict]], max_tasks: int | None) -> list[int]:
-    """Indices of the passing tasks the solver plays: whole groups, in order, while they fit the cap."""
+    """Indices of the passing tasks the solver plays: whole groups, in order, each that still fits the cap
+    (a group too large is skipped, a smaller one after it may still be played)."""
     by_group: dict[str, list[int]] = {}
     for i, (sample, _, verdict) in enumerate(checked):
         by_group.setdefault(sample.group_id, [])
@@ -158,9 +159,8 @@ def _within_cap(checked: list[tuple[Sample, str | None, Verdict]], max_tasks: in
             by_group[sample.group_id].append(i)
     chosen: list[int] = []
     for members in by_group.values():
-        if max_tasks is not None and len(chosen) + len(members) > max_tasks:
-            break
-        chosen += members
+        if max_tasks is None or len(chosen) + len(members) <= max_tasks:
+            chosen += members
     return chosen
 
 

@@ -8,7 +8,6 @@ iteration's summary in `curriculum/it<k>.json`. Without the curriculum it return
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +64,7 @@ def curriculum_samples(system: Any, cfg: CoplayConfig, iteration: int, versions:
     banks = system.banks_for(bank_versions)
     samples: list[Sample] = []
     summary: dict[str, Any] = {}
-    episodes = cfg.rollout.start_states * cfg.rollout.group_size
-    max_tasks = math.ceil(cur.mix_share * episodes / cur.attempts)
+    max_tasks = cur.max_tasks(cfg.rollout.start_states * cfg.rollout.group_size)
     span = cfg.seeds.train.stop - cfg.seeds.train.start
     for game in (g for g in cfg.games if coplay_envs.spec(g).api == "gymnasium"):
         skills = _skills(banks.get(game), tasking.get(game, {}))

@@ -96,6 +96,23 @@ def test_tasks_beyond_the_mix_cap_are_not_played_nor_trained() -> None:
     assert {s.group_id for s in result.samples if s.adapter == "propose"} == {"it2/curriculum/2048/propose/0"}
 
 
+def test_a_group_too_large_for_the_cap_is_skipped_and_a_smaller_one_played() -> None:
+    inner = scripted()
+
+    def generate(adapter, prompts, n):  # group 0: two valid tasks; group 1: one valid and prose
+        if adapter == "propose":
+            return [[json.dumps(EASY)] * n if i == 0 else [json.dumps(EASY), "prose"][:n]
+                    for i in range(len(prompts))]
+        return inner.generate(adapter, prompts, n)
+
+    cfg = CurriculumConfig(enabled=True, prompts=2, proposals=2, attempts=2, exploration_share=1.0)
+    result = run_round(FunctionCaller(generate), Gate("2048"), Router(exploration_share=1.0), {}, cfg, 3,
+                       "rules", TOKENS, max_tasks=1)
+    assert result.counts["unplayed"] == 2
+    assert {s.group_id for s in result.samples if s.adapter == "propose"} == {"it3/curriculum/2048/propose/1"}
+    assert len([s for s in result.samples if s.adapter == "act"]) > 0
+
+
 def test_exploration_tasks_the_solver_reached_are_the_induction_candidates() -> None:
     cfg = CurriculumConfig(enabled=True, prompts=1, proposals=3, attempts=4, exploration_share=1.0)
     result = run_round(scripted(), Gate("2048"), Router(exploration_share=1.0), {}, cfg, 2, "rules", TOKENS)

@@ -33,6 +33,7 @@ from coplay.types import Sample
 
 HINT_CHARS = 400
 EXPLORATION_SHOWN = 4
+DETAIL_CHARS = 160
 
 
 @dataclass
@@ -66,7 +67,16 @@ class RoundResult:
                 "mean_proposer_reward": sum(o.reward for o in self.outcomes) / n if n else 0.0,
                 "rejected": {k: v for k, v in sorted(self.counts.items()) if k != "valid"},
                 "exploration_kept": explored[:EXPLORATION_SHOWN], "exploration_kept_count": len(explored),
-                "induction_candidates": self.induction_candidates()}
+                "induction_candidates": self.induction_candidates(), "tasks": self.task_log()}
+
+    def task_log(self) -> list[dict[str, Any]]:
+        """Every proposed task in order: its skill (None: the exploration stream), the task as parsed (None
+        when it did not parse), the gate's reason (None: valid) and why, p and the proposer's reward, so a
+        reader sees what the proposer wrote and why the gate refused it."""
+        return [{"skill": o.verdict.task.skill_id if o.verdict.task else None,
+                 "task": o.verdict.task.answer() if o.verdict.task else None,
+                 "reason": o.verdict.reason, "detail": o.verdict.detail[:DETAIL_CHARS], "p": o.p,
+                 "reward": o.reward} for o in self.outcomes]
 
     def induction_candidates(self) -> list[dict[str, Any]]:
         """Valid exploration-stream tasks the solver solved at least once, with what each successful attempt

@@ -56,6 +56,10 @@ def test_a_round_rewards_proposer_and_solver_by_the_rules(reference: str) -> Non
     assert [s.reward for s in proposer] == [1.0, 0.0, 0.0]  # p = 0.5; unreachable; unparseable
     assert len({s.group_id for s in proposer}) == 1
     assert [o.verdict.reason for o in result.outcomes] == [None, "unreachable", "unparseable"]
+    log = result.metrics()["tasks"]  # what the proposer wrote and why the gate refused it, in the summary
+    assert [(t["reason"], t["skill"], t["reward"]) for t in log] == [
+        (None, "s1", 1.0), ("unreachable", "s1", 0.0), ("unparseable", None, 0.0)]
+    assert log[0]["task"] == EASY and log[0]["p"] == 0.5 and log[2]["task"] is None
     assert result.counts["unreachable"] == result.counts["unparseable"] == result.counts["valid"] == 1
     solver = [s for s in result.samples if s.adapter == "act"]
     # the impossible task trains nothing

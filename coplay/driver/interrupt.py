@@ -24,7 +24,8 @@ from types import FrameType
 
 STOP_GRACE_S = 20.0
 
-_state: dict[str, object] = {"command": "coplay", "run_root": None, "timer": None}
+_state: dict[str, object] = {"command": "coplay", "run_root": None, "timer": None, "raised": False}
+_forcing = threading.Lock()  # held by the one thread that runs the forced stop
 
 
 def note_run_folder(root: Path) -> None:
@@ -33,7 +34,11 @@ def note_run_folder(root: Path) -> None:
 
 
 def _stop_by_force(reason: str) -> None:
-    """Stacks to the run's error.log, child processes killed, one line, exit 130 (no cleanup runs)."""
+    """Stacks to the run's error.log, child processes killed, one line, exit 130 (no cleanup runs). The
+    watcher thread and the main thread's handler can both get here on a second signal: the first one stops
+    the process, the other waits for its exit."""
+    if not _forcing.acquire(blocking=False):
+        threading.Event().wait()  # the other thread ends the process with os._exit
     import psutil
 
     from coplay.driver.preflight import resume_line
@@ -95,8 +100,14 @@ def _watch(read_fd: int) -> None:
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
-    """In the main thread: the shutdown starts from here (the watcher thread has armed the timer)."""
-    raise KeyboardInterrupt(f"signal {signum}")
+    """In the main thread: the first signal starts the shutdown from here (the watcher thread arms the
+    timer). A later one must not raise again: a second `KeyboardInterrupt` would cut the shutdown short and
+    end the process with its child processes still running (on a loaded machine it can reach the main thread
+    before the watcher has acted), so it stops by force from here."""
+    if not _state["raised"]:
+        _state["raised"] = True
+        raise KeyboardInterrupt(f"signal {signum}")
+    _stop_by_force(f"a second Ctrl-C or SIGTERM (signal {signum}) arrived during the shutdown")
 
 
 @contextmanager
@@ -104,7 +115,7 @@ def bounded_stop(command: str) -> Iterator[None]:
     """SIGINT and SIGTERM stop `command` as above while the block runs (main thread only); the previous
     handlers and wakeup fd come back afterwards and a pending grace timer is cancelled once the block has
     ended (the shutdown finished in time)."""
-    _state.update(command=command, run_root=None, timer=None)
+    _state.update(command=command, run_root=None, timer=None, raised=False)
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
     previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
@@ -124,3 +135,4 @@ def bounded_stop(command: str) -> Iterator[None]:
         if isinstance(timer, threading.Timer):
             timer.cancel()
         _state["timer"] = None
+        _state["raised"] = False

@@ -21,12 +21,15 @@ _SCRIPT = textwrap.dedent("""
 
     interrupt.STOP_GRACE_S = {grace}
     root = Path(sys.argv[1])
+    if {slow_watcher}:  # as on a loaded machine: the main thread sees a second signal before the watcher
+        arm = interrupt._arm
+        interrupt._arm = lambda signum: (time.sleep(3.0), arm(signum))
 
     def start():
         interrupt.note_run_folder(root)
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-        print("child", child.pid, flush=True)
-        try:
+        try:  # the test signals once it reads this line: the line is printed inside the try
+            print("child", child.pid, flush=True)
             while True:
                 time.sleep(0.1)
         finally:
@@ -40,10 +43,12 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
-def _start(tmp_path: Path, grace: float, mute: bool = False) -> tuple[subprocess.Popen, int]:
+def _start(tmp_path: Path, grace: float, mute: bool = False,
+           slow_watcher: bool = False) -> tuple[subprocess.Popen, int]:
     root = tmp_path / "run-1"
     root.mkdir()
-    proc = subprocess.Popen([sys.executable, "-c", _SCRIPT.format(grace=grace, mute=mute), str(root)],
+    script = _SCRIPT.format(grace=grace, mute=mute, slow_watcher=slow_watcher)
+    proc = subprocess.Popen([sys.executable, "-c", script, str(root)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     assert line.startswith("child"), line + proc.stderr.read()
@@ -76,6 +81,14 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path):
     proc.send_signal(signal.SIGINT)
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
+    _check_stopped(proc, child, tmp_path, "a second Ctrl-C or SIGTERM")
+
+
+def test_a_second_signal_the_main_thread_sees_first_still_kills_the_children(tmp_path):
+    proc, child = _start(tmp_path, grace=600.0, slow_watcher=True)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)  # reaches the main thread's handler before the watcher arms anything
     _check_stopped(proc, child, tmp_path, "a second Ctrl-C or SIGTERM")
 
 

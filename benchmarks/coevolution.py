@@ -79,7 +79,7 @@ def run_variant(config: str, game: str, variant: str, overrides: list[str]) -> d
     if not cfg.eval.every or cfg.loop.iterations % cfg.eval.every:
         raise ConfigError(f"eval.every={cfg.eval.every}: must divide loop.iterations={cfg.loop.iterations}, "
                           f"so the final iteration is evaluated")
-    started = time.time()
+    started, commit = time.time(), _commit()  # the code the run starts from (the file's is its writer's)
     if variant == "base":
         from coplay.eval.runner import evaluate_locally, open_engine
 
@@ -96,7 +96,8 @@ def run_variant(config: str, game: str, variant: str, overrides: list[str]) -> d
 
         run_root = Path(train(cfg))
         curve, run_dir = eval_curve(run_root, game), str(run_root)
-    result = {"variant": variant, "game": game, "config": config, "sizes": sizes(cfg), "run_dir": run_dir,
+    result = {"variant": variant, "game": game, "config": config, "commit": commit, "sizes": sizes(cfg),
+              "run_dir": run_dir,
               "seconds": round(time.time() - started, 1), "curve": curve, "final": curve[-1]}
     if run_dir is not None:
         result.update(bank_evidence(Path(run_dir)))

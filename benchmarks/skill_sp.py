@@ -92,10 +92,11 @@ def run_arm(config: str, game: str, arm: str, overrides: list[str]) -> dict[str,
     cfg = load_config(config, [f"games=[{game}]", *overrides, *ARMS[arm], f"run.name=skill-sp-{game}-{arm}"])
     if not cfg.curriculum.enabled:
         raise SystemExit(f"{config}: curriculum.enabled is false; this benchmark compares curriculum arms")
-    started = time.time()
+    started, commit = time.time(), _commit()  # the code the run starts from (the file's is its writer's)
     root = Path(train(cfg))
     points = per_iteration(root, game)
     return {"arm": arm, "game": game, "config": config, "overrides": ARMS[arm], "run_dir": str(root),
+            "commit": commit,
             "seconds": round(time.time() - started, 1), "iterations": points,
             "induced_skills": induced_skills(root, game),
             "sizes": {"model": cfg.model.name, "iterations": cfg.loop.iterations,
@@ -124,6 +125,7 @@ def plot(path: Path, runs: list[dict[str, Any]]) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, key, label in ((axes[0], "valid_rate", "valid-task rate"),
@@ -133,6 +135,7 @@ def plot(path: Path, runs: list[dict[str, Any]]) -> None:
             ax.plot(xs, [p[key] for p in run["iterations"]], marker="o", color=f"C{i}",
                     label=f"{run['game']} {run['arm']}")
         ax.set_xlabel("iteration")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel(label)
         ax.set_ylim(-0.05, 1.05)
         ax.legend(fontsize=8)

@@ -30,7 +30,8 @@ ALL_CONFIGS = GAME_CONFIGS + TINY_CONFIGS + SELFPLAY_CONFIGS
 LOCAL_CONFIGS = [CONFIGS / "cpu-2048-learning.yaml", CONFIGS / "demo-2048.yaml",
                  CONFIGS / "demo-2048-smollm2.yaml", CONFIGS / "tiny-2048-maintenance.yaml"]
 # `python -m benchmarks.coevolution` (the ablation, docs/ablations.md): SmolLM2 on the local machine
-COEVOLUTION_CONFIGS = [CONFIGS / "coevolution-2048.yaml", CONFIGS / "coevolution-tetris.yaml"]
+COEVOLUTION_CONFIGS = [CONFIGS / "coevolution-2048.yaml", CONFIGS / "coevolution-tetris.yaml",
+                       CONFIGS / "coevolution-candy_crush.yaml"]
 # `python -m benchmarks.skill_sp` (docs/curriculum.md): SmolLM2 on the local machine
 CURRICULUM_CONFIGS = [CONFIGS / "curriculum-2048-smollm2.yaml"]
 

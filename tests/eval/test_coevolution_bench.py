@@ -40,6 +40,7 @@ def test_quick_writes_one_table_with_every_variant_and_the_difference_to_full(qu
     assert summary["command"].startswith("python -m benchmarks.coevolution --quick")
     for run in summary["runs"]:
         assert run["sizes"]["iterations"] == 2 and run["seconds"] > 0
+        assert run["commit"] == summary["commit"]  # each run names the code it started from
         assert [p["iteration"] for p in run["curve"]] == [0, 2]  # after the cold start, and the last
     text = (quick / "coevolution-quick.md").read_text()
     assert "| 2048 | grpo_no_bank |" in text and "minus full" in text

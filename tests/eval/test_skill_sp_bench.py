@@ -48,6 +48,7 @@ def test_quick_runs_the_guided_and_unguided_arms(tmp_path, tiny_model_config):
     for run in summary["runs"]:
         assert [p["iteration"] for p in run["iterations"]] == [1, 2]
         assert all(p["proposed"] == 4 for p in run["iterations"])  # 2 prompts x 2 proposals
+        assert run["commit"] == summary["commit"]  # each run names the code it started from
     unguided = RunDir.open(summary["runs"][1]["run_dir"])
     assert "unguided: true" in (unguided.root / "config.yaml").read_text()
     assert (tmp_path / "out" / "skill-sp-quick.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

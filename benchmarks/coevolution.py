@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning import _commit, differences
+from benchmarks.learning import _commit, differences, run_main
 
 VARIANT_ORDER = ("full", "sft_only", "sft_first_bank", "sft_final_bank", "grpo_no_bank", "grpo_first_bank",
                  "base")
@@ -285,4 +285,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("python -m benchmarks.coevolution", main))

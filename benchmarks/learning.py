@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -167,5 +168,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run_main(command: str, main: Callable[[], int]) -> int:
+    """`main` under coplay's bounded Ctrl-C (coplay.driver.interrupt), as `coplay train` runs: a stopped run
+    ends within a bounded time with one line naming the folder to resume and exit code 130, no traceback."""
+    from coplay.driver.interrupt import bounded_stop
+    from coplay.driver.preflight import RunStopped
+
+    with bounded_stop(command):
+        try:
+            return main()
+        except RunStopped as exc:
+            print(f"{command}: {exc}", file=sys.stderr)
+            return exc.exit_code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("python -m benchmarks.learning", main))

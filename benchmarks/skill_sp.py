@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning import _commit
+from benchmarks.learning import _commit, run_main
 
 ARMS: dict[str, list[str]] = {
     "guided": [],
@@ -191,4 +191,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("python -m benchmarks.skill_sp", main))

@@ -52,3 +52,17 @@ def test_quick_runs_the_guided_and_unguided_arms(tmp_path, tiny_model_config):
     unguided = RunDir.open(summary["runs"][1]["run_dir"])
     assert "unguided: true" in (unguided.root / "config.yaml").read_text()
     assert (tmp_path / "out" / "skill-sp-quick.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_stopped_run_ends_the_benchmark_with_its_one_line_and_exit_code(capsys):
+    from benchmarks.learning import run_main
+    from coplay.driver.preflight import RunStopped
+
+    line = "stopped (Ctrl-C or SIGTERM); the run folder is resumable: coplay train --resume r"
+
+    def main() -> int:
+        raise RunStopped(line, 130)
+
+    assert run_main("python -m benchmarks.skill_sp", main) == 130
+    assert capsys.readouterr().err.strip() == f"python -m benchmarks.skill_sp: {line}"
+    assert run_main("python -m benchmarks.skill_sp", lambda: 0) == 0

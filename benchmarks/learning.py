@@ -169,17 +169,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_main(command: str, main: Callable[[], int]) -> int:
-    """`main` under coplay's bounded Ctrl-C (coplay.driver.interrupt), as `coplay train` runs: a stopped run
-    ends within a bounded time with one line naming the folder to resume and exit code 130, no traceback."""
-    from coplay.driver.interrupt import bounded_stop
-    from coplay.driver.preflight import RunStopped
+    """`main` as `coplay train` runs (`coplay.cli._guarded`): Ctrl-C and SIGTERM end it within a bounded time
+    with one line naming the folder to resume and exit code 130, no traceback; otherwise `main`'s code."""
+    from coplay.cli import _guarded
 
-    with bounded_stop(command):
-        try:
-            return main()
-        except RunStopped as exc:
-            print(f"{command}: {exc}", file=sys.stderr)
-            return exc.exit_code
+    code = 0
+
+    def start() -> None:
+        nonlocal code
+        code = main()
+
+    return _guarded(command, start, announce=False) or code
 
 
 if __name__ == "__main__":

@@ -31,10 +31,10 @@ def _console(cfg: CoplayConfig) -> None:
     progress.quiet_third_party(cfg.logging.verbose)
 
 
-def _guarded(command: str, start: Callable[[], Path], announce: bool = True) -> int:
-    """Run a training command: SIGTERM stops it the way Ctrl-C does, within a bounded time
-    (`coplay.driver.interrupt`), and each way it can end is one line (finished: 0; nothing to do: 0;
-    stopped: 130; failed in an actor: 1; bad input or run folder: 2)."""
+def _guarded(command: str, start: Callable[[], Path | None], announce: bool = True) -> int:
+    """Run a training command (also the training benchmarks, `benchmarks.learning.run_main`): SIGTERM stops
+    it the way Ctrl-C does, within a bounded time (`coplay.driver.interrupt`), and each way it can end is one
+    line (finished: 0; nothing to do: 0; stopped: 130; failed in an actor: 1; bad input or run folder: 2)."""
     from coplay.actors.connect import ClusterConnectError
     from coplay.actors.learner_group import LearnerDiedError
     from coplay.artifacts import ArtifactError

@@ -35,7 +35,10 @@ def player_seat(cfg: CoplayConfig, player: str, versions: dict[str, int] | None)
 def eval_plans(cfg: CoplayConfig, player: SeatPlayer, label: str,
                protocol: EvalConfig | None = None) -> list[EpisodePlan]:
     """The protocol's episodes (`protocol`, default `cfg.eval`) for every game of the config, on `seeds.eval`.
-    `eval.max_steps` unset: episodes are as long as the run's (`rollout.max_steps`)."""
+    `eval.max_steps` unset: episodes are as long as the run's (`rollout.max_steps`). `label` names the
+    episodes only: their sampling seeds depend on the game, seat and start seed, not on it, so evaluations at
+    different iterations (or of different checkpoints) draw the same random numbers, and the same weights
+    score the same."""
     protocol = protocol or cfg.eval
     max_steps = protocol.max_steps or cfg.rollout.max_steps
     import coplay_envs
@@ -49,13 +52,14 @@ def eval_plans(cfg: CoplayConfig, player: SeatPlayer, label: str,
             for i in range(protocol.episodes):
                 seed = cfg.seeds.eval.start + i
                 plans.append(EpisodePlan(game, seed, f"eval-{label}-{game}-s{seed}", player, {}, env_kwargs,
-                                         max_steps))
+                                         max_steps, sample_key=f"eval-{game}-s{seed}"))
             continue
         for seat in seats:
             for i in range(protocol.episodes_per_seat):
                 seed = cfg.seeds.eval.start + i
                 plans.append(EpisodePlan(game, seed, f"eval-{label}-{game}-{seat}-s{seed}", opponent,
-                                         {seat: player}, env_kwargs, max_steps))
+                                         {seat: player}, env_kwargs, max_steps,
+                                         sample_key=f"eval-{game}-{seat}-s{seed}"))
     return plans
 
 

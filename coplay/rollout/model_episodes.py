@@ -58,6 +58,10 @@ class EpisodePlan:
     iteration: int = 0
     bank_version: int = 0
     group: str = ""  # the GRPO group (episodes sharing start state and line-up); "" = by start seed
+    # what the model seats' sampling seeds derive from; "" = (iteration, episode_id): every training episode
+    # draws its own. Evaluation sets one without its label, so each evaluation of a run draws the same random
+    # numbers on a seed and two policies' scores are compared on common random numbers.
+    sample_key: str = ""
 
 
 @dataclass
@@ -86,7 +90,8 @@ class _Seat:
                                policy=self.player.label, group=plan.group)
         self.agent: DecisionAgent | OpenAISeat | None = None
         self.bot: Any = None
-        seed_parts = (ctx.run_seed, plan.iteration, plan.episode_id, seat)
+        seed_parts = ((ctx.run_seed, plan.sample_key, seat) if plan.sample_key
+                      else (ctx.run_seed, plan.iteration, plan.episode_id, seat))
         if self.player.kind in ("model", "current", "frozen"):
             assert self.player.seat is not None, "a model seat needs a ModelSeat"
             assert ctx.engine is not None, (f"{plan.episode_id}: seat {seat} is a {self.player.kind} seat; "

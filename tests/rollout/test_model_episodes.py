@@ -106,6 +106,32 @@ def test_self_play_seats_from_the_pool_each_get_their_own_record(tokenizer):
     assert sum(len(t.steps) for t in trajectories if t.seed == 1) == 40  # max_steps counts decisions
 
 
+def seeded_move(request: GenerationRequest, prompt: str) -> str:
+    """A 2048 move picked by the request's sampling seed: the seed decides the game."""
+    legal = ["up", "down", "left", "right"]
+    return f"INTENTION: EXECUTE seeded\nACTION: {legal[request.seed % len(legal)]}"
+
+
+def test_evaluations_of_the_same_weights_draw_the_same_samples_and_training_does_not(tokenizer, tmp_path):
+    from coplay.config import load_config
+    from coplay.eval.protocol import eval_plans
+    from tests.helpers import DEMO_CONFIG
+
+    cfg = load_config(DEMO_CONFIG, [f"run.out_dir={tmp_path}", "eval.episodes=3", "eval.max_steps=8"])
+    player = SeatPlayer("model", SEAT)
+
+    def moves(plans: list[EpisodePlan]) -> dict[int, list[str]]:
+        trajectories, _ = play(ScriptedEngine(tokenizer, seeded_move), plans)
+        return {t.seed: [s.action for s in t.steps] for t in trajectories}
+
+    first, later = moves(eval_plans(cfg, player, "it0")), moves(eval_plans(cfg, player, "it3"))
+    assert first == later  # common random numbers: a score difference between evaluations is the policy's
+    assert len({tuple(m) for m in first.values()}) == 3  # each start seed still draws its own numbers
+    one, two = (moves(group_plans("2048", [5], 1, player, f"it{i}", max_steps=8, iteration=i))
+                for i in (1, 2))
+    assert one != two  # each training iteration explores afresh
+
+
 def test_diplomacy_powers_decide_together_each_round(tokenizer):
     engine = ScriptedEngine(tokenizer, lambda r, p: "INTENTION: DEFEND hold everything\nORDERS:\n",
                             delay_s=0.001)

@@ -37,8 +37,8 @@ def eval_plans(cfg: CoplayConfig, player: SeatPlayer, label: str,
     """The protocol's episodes (`protocol`, default `cfg.eval`) for every game of the config, on `seeds.eval`.
     `eval.max_steps` unset: episodes are as long as the run's (`rollout.max_steps`). `label` names the
     episodes only: their sampling seeds depend on the game, seat and start seed, not on it, so evaluations at
-    different iterations (or of different checkpoints) draw the same random numbers, and the same weights
-    score the same."""
+    different iterations (or of different checkpoints) draw the same random numbers (exactly the same moves
+    for the same weights where the engine's logits do not depend on batching, as on `hf`)."""
     protocol = protocol or cfg.eval
     max_steps = protocol.max_steps or cfg.rollout.max_steps
     import coplay_envs

@@ -51,15 +51,16 @@ def eval_plans(cfg: CoplayConfig, player: SeatPlayer, label: str,
         if not seats:
             for i in range(protocol.episodes):
                 seed = cfg.seeds.eval.start + i
-                plans.append(EpisodePlan(game, seed, f"eval-{label}-{game}-s{seed}", player, {}, env_kwargs,
-                                         max_steps, sample_key=f"eval-{game}-s{seed}"))
+                key = f"{game}-s{seed}"
+                plans.append(EpisodePlan(game, seed, f"eval-{label}-{key}", player, {}, env_kwargs, max_steps,
+                                         sample_key=f"eval-{key}"))
             continue
         for seat in seats:
             for i in range(protocol.episodes_per_seat):
                 seed = cfg.seeds.eval.start + i
-                plans.append(EpisodePlan(game, seed, f"eval-{label}-{game}-{seat}-s{seed}", opponent,
-                                         {seat: player}, env_kwargs, max_steps,
-                                         sample_key=f"eval-{game}-{seat}-s{seed}"))
+                key = f"{game}-{seat}-s{seed}"
+                plans.append(EpisodePlan(game, seed, f"eval-{label}-{key}", opponent, {seat: player},
+                                         env_kwargs, max_steps, sample_key=f"eval-{key}"))
     return plans
 
 

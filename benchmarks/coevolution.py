@@ -6,10 +6,14 @@ the same evaluation protocol (`coplay.eval`: `eval.episodes` episodes on `seeds.
 model without adapters and without skills is evaluated once on the same protocol (a flat line in the plot).
 
 Writes under `--out` (default benchmarks/results/) one table, `coevolution[-quick].json` and `.md` (per game
-and variant: mean final evaluation score, its 95% t-interval, and the difference to `full` with a Welch 95%
-interval, as `coplay eval --compare` computes it), and one plot, `coevolution[-quick].png` (evaluation score
-over iterations per variant, one panel per game). The JSON records the command, commit, config sizes and
-seconds per run; run folders stay under `run.out_dir`.
+and variant: mean final evaluation score, its 95% t-interval, the difference to `full` with a Welch 95%
+interval, as `coplay eval --compare` computes it, and the differences to the variant's own cold start
+(iteration 0) and to the random and expert bots paired by start seed), and one plot,
+`coevolution[-quick].png` (evaluation score over iterations per variant, the bots as levels, one panel per
+game). The bots (`coplay.eval.ruler`: random, expert and 2048's fixed-order heuristic) play each run's own
+protocol; a game whose protocol check fails (the expert's 95% interval not entirely above the random bot's)
+is labelled in the table, the plot and the summary lines as not a result. The JSON records the command,
+commit, config sizes and seconds per run; run folders stay under `run.out_dir`.
 
     python -m benchmarks.coevolution --variants full,grpo_no_bank,sft_only --games 2048,tetris
     python -m benchmarks.coevolution --quick     # tiny model, 2 iterations, 2 variants: a smoke in ~1 minute
@@ -62,7 +66,9 @@ def eval_curve(run_root: Path, game: str) -> list[dict[str, Any]]:
     for path in sorted((run_root / "eval").glob("it*.json")):
         body = json.loads(path.read_text())
         if game in body.get("results", {}):
-            points.append({"iteration": int(body["meta"]["iteration"]), **body["results"][game]["score"]})
+            entry = body["results"][game]
+            points.append({"iteration": int(body["meta"]["iteration"]), **entry["score"],
+                           "per_seed": entry.get("per_seed")})
     return sorted(points, key=lambda p: p["iteration"])
 
 
@@ -89,7 +95,8 @@ def run_variant(config: str, game: str, variant: str, overrides: list[str]) -> d
         finally:
             engine.close()
         score = results[game]["score"]
-        curve = [{"iteration": k, **score} for k in (0, cfg.loop.iterations)]
+        curve = [{"iteration": k, **score, "per_seed": results[game]["per_seed"]}
+                 for k in (0, cfg.loop.iterations)]
         run_dir = None
     else:
         from coplay.loop import train
@@ -101,7 +108,19 @@ def run_variant(config: str, game: str, variant: str, overrides: list[str]) -> d
               "seconds": round(time.time() - started, 1), "curve": curve, "final": curve[-1]}
     if run_dir is not None:
         result.update(bank_evidence(Path(run_dir)))
+    result.update(ruler_evidence(cfg, game, Path(run_dir) / "eval" if run_dir else None))
     return result
+
+
+def ruler_evidence(cfg: Any, game: str, eval_dir: Path | None) -> dict[str, Any]:
+    """The bots on the run's evaluation protocol (read from the run's `eval/bots-<bot>.json` where the loop
+    wrote them) and the protocol check: `bots` {bot: score summary + per-seed scores}, `protocol_check`."""
+    from coplay.eval.ruler import bot_results, protocol_check
+
+    bots, _ = bot_results(cfg, [game], out_dir=eval_dir)
+    return {"bots": {bot: {**res[game]["score"], "per_seed": res[game]["per_seed"]}
+                     for bot, res in bots.items()},
+            "protocol_check": protocol_check(bots).get(game)}
 
 
 def bank_evidence(run_root: Path) -> dict[str, Any]:
@@ -125,44 +144,129 @@ def bank_evidence(run_root: Path) -> dict[str, Any]:
 COLD_START_OF = {"grpo_no_bank": "sft_only", "grpo_first_bank": "sft_first_bank", "full": "sft_first_bank"}
 
 
+def paired(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any] | None:
+    """after − before over the start seeds both evaluations played (None: fewer than 2 shared, or a point
+    without per-seed scores)."""
+    from coplay.eval.stats import paired_difference
+
+    if not before or not after:
+        return None
+    d = paired_difference(before.get("per_seed") or {}, after.get("per_seed") or {})
+    return d.as_dict() if d is not None else None
+
+
+def game_check(runs: list[dict[str, Any]], game: str) -> dict[str, Any] | None:
+    """The protocol check of a game's runs (they share one protocol; None: results from before the ruler)."""
+    return next((r["protocol_check"] for r in runs if r["game"] == game and r.get("protocol_check")), None)
+
+
 def table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per game and variant: the final evaluation and its difference to `full` (Welch 95%). An SFT variant
-    that did not run itself is read off the iteration-0 evaluation of a GRPO run that starts from its
-    policy (`COLD_START_OF`), marked `from`."""
+    """Per game and variant: the final evaluation, its difference to `full` (Welch 95%), to its own cold start
+    (iteration 0) and to the bots (paired by start seed), and the game's protocol check. An SFT variant that
+    did not run itself is read off the iteration-0 evaluation of a GRPO run that starts from its policy
+    (`COLD_START_OF`), marked `from`. The bots follow as rows of their own (`bot`: true)."""
     rows = []
 
-    def row(run: dict[str, Any], variant: str, point: dict[str, Any], source: str | None) -> None:
+    def row(run: dict[str, Any], variant: str, point: dict[str, Any], source: str | None,
+            cold: dict[str, Any] | None, bot: bool = False) -> None:
         full = next((r for r in runs if r["game"] == run["game"] and r["variant"] == "full"), None)
         diff = differences(point, full["final"]) if full is not None and variant != "full" else None
+        bots = run.get("bots") or {}
         rows.append({"game": run["game"], "variant": variant, "n": point["n"], "mean": point["mean"],
-                     "ci95": [point["ci_low"], point["ci_high"]], "iteration": point["iteration"],
-                     "minus_full": diff, "seconds": run["seconds"] if source is None else None,
-                     "from": source})
+                     "ci95": [point["ci_low"], point["ci_high"]], "iteration": point.get("iteration"),
+                     "minus_full": diff, "seconds": run["seconds"] if source is None and not bot else None,
+                     "from": source, "bot": bot,
+                     "paired_minus_cold_start": None if bot else paired(cold, point),
+                     "paired_minus_bots": {} if bot else {b: paired(v, point) for b, v in bots.items()},
+                     "protocol_check": game_check(runs, run["game"])})
+
+    def cold_start(run: dict[str, Any]) -> dict[str, Any] | None:
+        start = run["curve"][0] if run["curve"] and run["variant"] != "base" else None
+        if start is None or start["iteration"] != 0 or run["final"]["iteration"] == 0:
+            return None
+        return start
 
     for run in runs:
-        row(run, run["variant"], run["final"], None)
+        row(run, run["variant"], run["final"], None, cold_start(run))
     for run in runs:
         derived, start = COLD_START_OF.get(run["variant"]), run["curve"][0] if run["curve"] else None
         ran = {(r["game"], r["variant"]) for r in runs} | {(r["game"], r["variant"]) for r in rows}
         if derived and start is not None and start["iteration"] == 0 and (run["game"], derived) not in ran:
-            row(run, derived, start, f"{run['variant']} at iteration 0")
+            row(run, derived, start, f"{run['variant']} at iteration 0", None)
+    for game in dict.fromkeys(r["game"] for r in runs):
+        source = next((r for r in runs if r["game"] == game and r.get("bots")), None)
+        for bot, score in (source or {}).get("bots", {}).items():
+            row(source, f"{bot} bot", score, None, None, bot=True)
     return rows
 
 
+def _paired_cell(d: dict[str, Any] | None) -> str:
+    return "-" if not d else f"{d['difference']:+.1f} [{d['ci_low']:+.1f}, {d['ci_high']:+.1f}]"
+
+
+def _check_cell(check: dict[str, Any] | None) -> str:
+    from coplay.eval.ruler import FAILED_LABEL
+
+    if check is None:
+        return "not checked"
+    return "passed" if check["passed"] else f"**{FAILED_LABEL}**"
+
+
+def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """What the table says, per game: each variant's difference to `full` and to its cold start where the
+    protocol check passed; otherwise only that the check failed (or was not made) and nothing is a result."""
+    from coplay.eval.ruler import FAILED_LABEL
+
+    lines = []
+    for game in dict.fromkeys(r["game"] for r in rows):
+        check = next((r["protocol_check"] for r in rows if r["game"] == game), None)
+        if check is None:
+            lines.append(f"{game}: protocol not checked (runs from before the ruler): no difference below is "
+                         f"reported as a result")
+            continue
+        if not check["passed"]:
+            lines.append(f"{game}: {FAILED_LABEL} ({check['reason']})")
+            continue
+        lines.append(f"{game}: protocol check passed ({check['reason']})")
+        for r in (r for r in rows if r["game"] == game and not r["bot"]):
+            parts = []
+            if r["minus_full"] and r["minus_full"]["ci95"]:
+                d = r["minus_full"]
+                parts.append(f"minus full {d['difference']:+.1f} [{d['ci95'][0]:+.1f}, {d['ci95'][1]:+.1f}] "
+                             f"(Welch)")
+            if r["paired_minus_cold_start"]:
+                parts.append(f"minus its cold start {_paired_cell(r['paired_minus_cold_start'])} (paired)")
+            if (r["paired_minus_bots"] or {}).get("expert"):
+                expert = r["paired_minus_bots"]["expert"]
+                parts.append(f"minus the expert bot {_paired_cell(expert)} (paired)")
+            if parts:
+                lines.append(f"  {r['variant']}: " + "; ".join(parts))
+    return lines
+
+
 def markdown(rows: list[dict[str, Any]], command: str) -> str:
-    lines = [f"Command: `{command}`", "",
+    lines = [f"Command: `{command}`", "", *(f"- {line.strip()}" for line in summary_lines(rows)
+                                             if not line.startswith("  ")), "",
              "| game | variant | final eval score (mean) | 95% CI | n | minus full | Welch 95% CI "
-             "| seconds |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| minus cold start (paired) | minus random bot (paired) | minus expert bot (paired) | seconds "
+             "| protocol check |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         d = r["minus_full"]
         diff = f"{d['difference']:+.1f}" if d else "-"
         ci = f"[{d['ci95'][0]:+.1f}, {d['ci95'][1]:+.1f}]" if d and d["ci95"] else "-"
         variant = f"{r['variant']} ({r['from']})" if r.get("from") else r["variant"]
         seconds = f"{r['seconds']:.0f}" if r.get("seconds") is not None else "-"
+        vs = r.get("paired_minus_bots") or {}
         lines.append(f"| {r['game']} | {variant} | {r['mean']:.1f} | [{r['ci95'][0]:.1f}, "
-                     f"{r['ci95'][1]:.1f}] | {r['n']} | {diff} | {ci} | {seconds} |")
+                     f"{r['ci95'][1]:.1f}] | {r['n']} | {diff} | {ci} | "
+                     f"{_paired_cell(r.get('paired_minus_cold_start'))} | {_paired_cell(vs.get('random'))} | "
+                     f"{_paired_cell(vs.get('expert'))} | {seconds} | "
+                     f"{_check_cell(r.get('protocol_check'))} |")
     return "\n".join(lines) + "\n"
+
+
+BOT_STYLE = {"random": ("grey", ":"), "expert": ("black", "-."), "heuristic": ("brown", (0, (1, 3)))}
 
 
 def plot(path: Path, runs: list[dict[str, Any]], games: list[str]) -> None:
@@ -181,7 +285,15 @@ def plot(path: Path, runs: list[dict[str, Any]], games: list[str]) -> None:
                     label=run["variant"])
             ax.fill_between(xs, [p["ci_low"] for p in run["curve"]], [p["ci_high"] for p in run["curve"]],
                             color=color, alpha=0.15)
-        ax.set_title(game)
+        source = next((r for r in runs if r["game"] == game and r.get("bots")), None)
+        for bot, score in (source or {}).get("bots", {}).items():
+            color, line = BOT_STYLE.get(bot, ("grey", ":"))
+            ax.axhline(score["mean"], color=color, linestyle=line, label=f"{bot} bot")
+            ax.axhspan(score["ci_low"], score["ci_high"], color=color, alpha=0.08)
+        check = game_check(runs, game)
+        verdict = ("" if check is None else "" if check["passed"]
+                   else "\nprotocol check FAILED: the bots do not separate; not a result")
+        ax.set_title(game + verdict, fontsize=10 if verdict else None, color="red" if verdict else None)
         ax.set_xlabel("iteration (0 = after the cold start)")
         ax.set_ylabel("eval score (mean, 95% t-interval)")
         ax.legend(fontsize=8)
@@ -199,6 +311,7 @@ def write_results(out: Path, stem: str, command: str, started: float, games: lis
                "total_seconds": round(time.time() - started, 1), "games": games, "variants": variants,
                "complete": len(runs) == len(games) * len(variants), "table": table(runs), "runs": runs,
                **(extra or {})}
+    summary["summary"] = summary_lines(summary["table"])
     (out / f"{stem}.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     (out / f"{stem}.md").write_text(markdown(summary["table"], command))
     plot(out / f"{stem}.png", runs, sorted({r["game"] for r in runs}, key=games.index))
@@ -221,6 +334,7 @@ def combine(paths: list[str], out: Path, stem: str, argv: list[str] | None) -> i
     extra = {"sources": sources, "total_seconds": round(sum(r["seconds"] for r in runs), 1)}
     summary = write_results(out, stem, command, time.time(), games, variants, runs, extra)
     print(markdown(summary["table"], command))
+    print("\n".join(summary["summary"]))
     return 0
 
 
@@ -279,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({k: runs[-1][k] for k in ("game", "variant", "seconds", "final")}), flush=True)
             summary = write_results(out, stem, command, started, games, variants, runs)  # after every run
     print(markdown(summary["table"], command))
+    print("\n".join(summary["summary"]))
     print(json.dumps({"table": str(out / f"{stem}.json"), "plot": str(out / f"{stem}.png"),
                       "total_seconds": summary["total_seconds"]}))
     return 0

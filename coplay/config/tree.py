@@ -346,6 +346,10 @@ class EvalConfig(Section):
     temperature: float = Field(0.3, ge=0.0, description="sampling temperature of evaluated model seats")
     max_steps: int | None = Field(
         None, ge=1, description="cap on decisions per episode (None: rollout.max_steps)")
+    ruler: bool = Field(
+        True, description="play the random and expert bots (2048: also the fixed-order heuristic) on this "
+                          "protocol beside every evaluation of a single-player game, and check that they "
+                          "separate (coplay.eval.ruler, docs/evaluation.md)")
 
 
 class ClusterConfig(Section):

@@ -48,20 +48,21 @@ def score_plot(run_root: Path) -> Path:
 
 def bots_beside_run(run_root: Path, cfg: Any) -> list[str]:
     """The closing table: the run's last evaluation (`eval/it<k>.json`) next to the random and expert bots
-    played on the same protocol (`eval` section: seeds, episodes, horizon) in this process. [] when the run
-    made no evaluation. The bots' results are written beside it as `eval/bots-<bot>.json`."""
-    from coplay.eval.protocol import write_eval
-    from coplay.eval.runner import evaluate_locally
+    (2048: also the fixed-order heuristic) played on the same protocol (`eval` section: seeds, episodes,
+    horizon) by the ruler (`coplay.eval.ruler`: read from the run's `eval/bots-<bot>.json` where the loop
+    wrote them, else played here and written there), the paired difference to each bot, and one closing line
+    per game: the difference to the expert bot where the protocol check passed, else that it failed and the
+    table is not a result. [] when the run made no evaluation."""
+    from coplay.eval.ruler import FAILED_LABEL, bot_results, protocol_check, vs_bots
 
     runs = sorted((run_root / "eval").glob("it*.json"))
     if not runs:
         return []
     last = json.loads(runs[-1].read_text())
-    rows = [(f"the run's adapters (iteration {last['meta'].get('iteration', '?')})", last["results"])]
-    for bot in ("random", "expert"):
-        summary, _ = evaluate_locally(cfg, bot)
-        write_eval(run_root / "eval", f"bots-{bot}", summary, {"player": bot, "demo": True})
-        rows.append((f"{bot} bot", summary))
+    bots, _ = bot_results(cfg, list(last["results"]), out_dir=run_root / "eval")
+    checks, paired = protocol_check(bots), vs_bots(last["results"], bots)
+    rows = [(f"the run's adapters (iteration {last['meta'].get('iteration', '?')})", last["results"]),
+            *((f"{bot} bot", results) for bot, results in bots.items())]
     steps = cfg.eval.max_steps or cfg.rollout.max_steps
     lines = []
     for game in cfg.games:
@@ -71,7 +72,22 @@ def bots_beside_run(run_root: Path, cfg: Any) -> list[str]:
             score = results.get(game, {}).get("score")
             if score:
                 interval = f"[{score['ci_low']:.1f}, {score['ci_high']:.1f}]"
-                lines.append(f"  {name:<40} {score['mean']:9.1f}  {interval}")
+                diff = (paired.get(game, {}).get(name.removesuffix(" bot")) if name.endswith(" bot")
+                        else None)
+                vs = (f"   run − {name}: {diff['difference']:+.1f} [{diff['ci_low']:.1f}, "
+                      f"{diff['ci_high']:.1f}] paired over {diff['n']} seeds" if diff else "")
+                lines.append(f"  {name:<40} {score['mean']:9.1f}  {interval}{vs}")
+        check = checks.get(game)
+        if check is None:
+            lines.append(f"  {game}: no protocol check (multi-seat game, or eval.ruler=false)")
+        elif not check["passed"]:
+            lines.append(f"  {game}: {FAILED_LABEL} ({check['reason']})")
+        else:
+            d = paired.get(game, {}).get("expert")
+            verdict = ("no shared seeds with the expert bot" if d is None else
+                       f"the run's adapters minus the expert bot: {d['difference']:+.1f} "
+                       f"[{d['ci_low']:.1f}, {d['ci_high']:.1f}] (paired over {d['n']} seeds, 95% t)")
+            lines.append(f"  {game}: protocol check passed ({check['reason']}); {verdict}")
     return lines
 
 

@@ -5,6 +5,7 @@
     players.py   who plays in `coplay eval` (bots, the base model, a run's adapters, an endpoint)
     play.py      `coplay play`
     compare.py   `coplay eval --compare`: two evaluations side by side with difference intervals
-    stats.py     means with t and bootstrap intervals, Wilson intervals for win rates
+    stats.py     means with t and bootstrap intervals, Wilson intervals for win rates, paired differences
+    ruler.py     the bots on an evaluation's own protocol, the protocol check, paired differences to the bots
     bench.py     the benchmark suite runner behind `coplay bench`
 """

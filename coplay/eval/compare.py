@@ -6,7 +6,11 @@ two intervals overlap, and whether the difference's interval excludes 0. Avalon 
 use the Wilson intervals stored in the files and Newcombe's hybrid score interval for the difference of two
 rates (Newcombe 1998, method 10); Diplomacy adds one row per power. Non-overlapping 95% intervals imply a
 significant difference; overlapping ones do not imply its absence, hence both columns.
-numpy/scipy + coplay.eval.stats only; never imports ray, torch or the engines.
+Where both files hold per-seed scores (`per_seed`) on shared start seeds, a second table pairs them seed by
+seed: the mean of B − A with its t and bootstrap intervals (`coplay.eval.stats.paired_difference`), which
+removes the spread both sides share. A game whose protocol check (`coplay.eval.ruler`, in either file's meta)
+failed is labelled as not a result.
+numpy/scipy + coplay.eval.stats and coplay.eval.ruler's labels only; never imports ray, torch or the engines.
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ from __future__ import annotations
 import io
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from coplay.eval.ruler import FAILED_LABEL, failed_games
 
 CONFIDENCE = 0.95
 
@@ -36,6 +42,9 @@ class Comparison:
     difference: float
     difference_ci: tuple[float, float] | None  # None when a side has fewer than 2 episodes
     overlap: bool
+    paired: bool = False  # B − A over shared start seeds (n = seeds both played), not Welch
+    difference_boot: tuple[float, float] | None = None  # paired rows: the bootstrap interval of B − A
+    protocol_failed: bool = False  # the bots did not separate on this protocol: not a result
 
     @property
     def difference_excludes_zero(self) -> bool | None:
@@ -105,11 +114,31 @@ def _rate_row(game: str, group: str, a: dict[str, Any], b: dict[str, Any]) -> Co
                       intervals_overlap(ci_a, ci_b))
 
 
+def _paired_row(game: str, a: dict[str, Any], b: dict[str, Any]) -> Comparison | None:
+    """B − A over the start seeds both evaluations played (None: fewer than 2 shared, or no per-seed
+    scores, as in files written before they were stored)."""
+    from coplay.eval.stats import paired_difference, t_interval
+
+    pa, pb = a.get("per_seed") or {}, b.get("per_seed") or {}
+    d = paired_difference(pa, pb)
+    if d is None:
+        return None
+    shared = sorted(set(pa) & set(pb))
+    ci_a, ci_b = t_interval([pa[k] for k in shared]), t_interval([pb[k] for k in shared])
+    return Comparison(game, "score, paired by seed", d.n, d.mean_a, ci_a, d.n, d.mean_b, ci_b, d.difference,
+                      (d.ci_low, d.ci_high), intervals_overlap(ci_a, ci_b), paired=True,
+                      difference_boot=(d.boot_low, d.boot_high))
+
+
 def compare_results(a: dict[str, Any], b: dict[str, Any]) -> list[Comparison]:
-    """Rows for every game (and win-rate group, Diplomacy power) present in both results."""
+    """Rows for every game (and win-rate group, Diplomacy power) present in both results; a paired row
+    after a game's score row where both hold per-seed scores on shared seeds."""
     rows = []
     for game in sorted(set(a) & set(b)):
         rows.append(_mean_row(game, "score", a[game]["score"], b[game]["score"]))
+        paired = _paired_row(game, a[game], b[game])
+        if paired is not None:
+            rows.append(paired)
         for power in sorted(set(a[game].get("per_power", {})) & set(b[game].get("per_power", {}))):
             rows.append(_mean_row(game, f"power:{power}", a[game]["per_power"][power],
                                   b[game]["per_power"][power]))
@@ -133,8 +162,16 @@ def _interval(ci: tuple[float, float] | None) -> str:
     return "n/a (n < 2)" if ci is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
+def _verdict(r: Comparison) -> str:
+    if r.protocol_failed:
+        return "not a result"
+    excludes = r.difference_excludes_zero
+    return "n/a" if excludes is None else ("yes" if excludes else "no")
+
+
 def comparison_table(rows: list[Comparison], name_a: str, name_b: str) -> str:
-    """The side-by-side view as text (a rich table)."""
+    """The side-by-side view as text (rich tables): the unpaired rows (Welch, Newcombe), then the rows paired
+    by start seed where there are any."""
     from rich.console import Console
     from rich.table import Table
 
@@ -142,14 +179,24 @@ def comparison_table(rows: list[Comparison], name_a: str, name_b: str) -> str:
     for col in ("game", "figure", "n A", "A", "A 95% CI", "n B", "B", "B 95% CI", "B − A", "95% CI of B − A",
                 "CIs overlap", "B − A ≠ 0"):
         table.add_column(col, justify="left" if col in ("game", "figure") else "right")
-    for r in rows:
-        excludes = r.difference_excludes_zero
+    for r in (r for r in rows if not r.paired):
         table.add_row(r.game, r.group, str(r.n_a), f"{r.value_a:.2f}", _interval(r.ci_a), str(r.n_b),
                       f"{r.value_b:.2f}", _interval(r.ci_b), f"{r.difference:+.2f}",
-                      _interval(r.difference_ci), "yes" if r.overlap else "no",
-                      "n/a" if excludes is None else ("yes" if excludes else "no"))
+                      _interval(r.difference_ci), "yes" if r.overlap else "no", _verdict(r))
     console = Console(width=200, record=True, file=io.StringIO())
     console.print(table)
+    paired = [r for r in rows if r.paired]
+    if paired:
+        ptable = Table(title="paired by start seed: B − A over the episodes both played from the same seed "
+                             "(95% intervals)")
+        for col in ("game", "figure", "shared seeds", "A", "B", "B − A", "95% CI (t)", "95% CI (bootstrap)",
+                    "B − A ≠ 0"):
+            ptable.add_column(col, justify="left" if col in ("game", "figure") else "right")
+        for r in paired:
+            ptable.add_row(r.game, r.group, str(r.n_a), f"{r.value_a:.2f}", f"{r.value_b:.2f}",
+                           f"{r.difference:+.2f}", _interval(r.difference_ci), _interval(r.difference_boot),
+                           _verdict(r))
+        console.print(ptable)
     return console.export_text()
 
 
@@ -160,8 +207,33 @@ PROTOCOL_KEYS = (("episodes_single", "episodes per game"), ("episodes_per_seat",
 def protocol_warnings(meta_a: dict[str, Any], meta_b: dict[str, Any]) -> str:
     """One warning line per protocol setting in which the two evaluations differ (their scores then measure
     different things, and the intervals are not comparable as they stand)."""
-    lines = [f"warning: the two sides differ in {label}: {meta_a.get(key)} vs {meta_b.get(key)}\n"
-             for key, label in PROTOCOL_KEYS if meta_a.get(key) != meta_b.get(key)]
+    def value(meta: dict[str, Any], key: str) -> Any:  # the ruler's record of the protocol, if not top-level
+        recorded = (meta.get("protocol_check") or {}).get("protocol") or {}
+        return meta[key] if key in meta else recorded.get(key)
+
+    lines = [f"warning: the two sides differ in {label}: {value(meta_a, key)} vs {value(meta_b, key)}\n"
+             for key, label in PROTOCOL_KEYS if value(meta_a, key) != value(meta_b, key)]
+    return "".join(lines)
+
+
+def protocol_lines(meta_a: dict[str, Any], meta_b: dict[str, Any], games: list[str],
+                   results: dict[str, Any]) -> str:
+    """What the files' protocol checks (`coplay.eval.ruler`) say about the compared games: one line per
+    game whose check failed in either file (its rows are not a result), and one line naming the
+    single-player games neither file checked."""
+    lines = []
+    for game in games:
+        for side, meta in (("A", meta_a), ("B", meta_b)):
+            check = ((meta.get("protocol_check") or {}).get("games") or {}).get(game)
+            if isinstance(check, dict) and check.get("passed") is False:
+                lines.append(f"{game}: {FAILED_LABEL} ({side}'s check: {check.get('reason')})\n")
+                break
+    checked = {g for m in (meta_a, meta_b) for g in ((m.get("protocol_check") or {}).get("games") or {})}
+    unchecked = [g for g in games if g not in checked
+                 and not {"win_rate", "per_power"} & set(results.get(g, {}))]
+    if unchecked:
+        lines.append(f"protocol not checked for {', '.join(unchecked)}: neither file carries the bots' "
+                     f"protocol_check (written before the ruler, or with eval.ruler=false)\n")
     return "".join(lines)
 
 
@@ -173,14 +245,18 @@ def compare_files(path_a: str | Path, path_b: str | Path,
     if not rows:
         raise ValueError(f"{path_a} and {path_b} share no game: {sorted(a['results'])} "
                          f"vs {sorted(b['results'])}")
-    text = comparison_table(rows, str(path_a), str(path_b)) + protocol_warnings(a.get("meta", {}),
-                                                                               b.get("meta", {}))
+    meta_a, meta_b = a.get("meta", {}), b.get("meta", {})
+    failed = set(failed_games(meta_a)) | set(failed_games(meta_b))
+    rows = [replace(r, protocol_failed=r.game in failed) for r in rows]
+    text = (comparison_table(rows, str(path_a), str(path_b)) + protocol_warnings(meta_a, meta_b)
+            + protocol_lines(meta_a, meta_b, sorted({r.game for r in rows}), a["results"]))
     only = sorted(set(a["results"]) ^ set(b["results"]))
     if only:
         text += f"games in only one of the two files (not compared): {', '.join(only)}\n"
     if out is not None:
         from coplay.files import write_json_atomic
 
-        write_json_atomic(Path(out), {"a": str(path_a), "b": str(path_b), "meta_a": a.get("meta", {}),
-                                      "meta_b": b.get("meta", {}), "rows": [asdict(r) for r in rows]})
+        write_json_atomic(Path(out), {"a": str(path_a), "b": str(path_b), "meta_a": meta_a, "meta_b": meta_b,
+                                      "protocol_failed_games": sorted(failed),
+                                      "rows": [asdict(r) for r in rows]})
     return text, rows

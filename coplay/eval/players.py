@@ -10,7 +10,8 @@ Skills come from the banks of the players that have them (a run's `model`); ever
 evaluation sees the same banks. The protocol is the config's `eval` section (seeds.eval, 16 episodes per
 single-player game, 10 per seat in Avalon and Diplomacy, eval temperature); this module builds the players
 (the vocabulary is `coplay.eval.policies`), plays through `coplay.eval.runner` in this process and writes
-`eval/<name>.json` + `.md`. No ray.
+`eval/<name>.json` + `.md`, with the ruler's bots on the same protocol beside it (`coplay.eval.ruler`:
+`bots-<bot>.json`, the protocol check and the paired differences in the meta). No ray.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from coplay.driver.league import LEAGUE_FILE, League
 from coplay.driver.plans import model_seat
 from coplay.eval.policies import Policy, check_step, eval_file_stem, unused_stem
 from coplay.eval.protocol import eval_plans, evaluated, summarize_eval, write_eval
+from coplay.eval.ruler import ruler_meta
 from coplay.eval.runner import open_engine, play_plans
 from coplay.rollout.model_episodes import SeatPlayer
 from coplay.runs import RunDir
@@ -168,6 +170,8 @@ def run_evaluation(cfg: CoplayConfig, policy: Policy, opponents: str | None, out
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **player.detail}
     if policy.kind == "run":
         meta["iteration"] = player.detail["learner_step"]
+    # the bots on the same protocol, written beside it as bots-<bot>.json, and the protocol check
+    meta.update(ruler_meta(cfg, results, out))
     return write_eval(out, unused_stem(out, stem), results, meta, league.table())
 
 

@@ -6,7 +6,8 @@
 - Diplomacy: the player plays each of the 7 powers for `episodes_per_seat` seeds; supply centres per power.
 A player is `expert` / `random` (the games' bots) or `model` (engine names of `act` and `retrieve`, sampled at
 `eval.temperature`, 0.3 by default). The protocol's settings are the config's `eval` section (`EvalConfig`).
-Results: mean, 95% CI (t and bootstrap), median, min, max; JSON and Markdown under the run's `eval/`. No ray:
+Results: mean, 95% CI (t and bootstrap), median, min, max, and each episode's score by start seed (`per_seed`,
+for paired comparisons); JSON and Markdown under the run's `eval/`. No ray:
 the loop runs the same plans on its workers (`coplay.driver.evaluation`), `coplay eval` in this process
 (`coplay.eval.runner`).
 """
@@ -74,15 +75,26 @@ def _won(traj: Trajectory) -> bool:
     return sum(s.reward for s in traj.steps) > 0
 
 
+def seed_key(traj: Trajectory, multi_seat: bool) -> str:
+    """What pairs an episode with the same episode of another evaluation: its start seed (`"1000000"`), and in
+    multi-seat games the evaluated seat too (`"1000000:player_2"`)."""
+    return f"{traj.seed}:{traj.seat}" if multi_seat else str(traj.seed)
+
+
 def summarize_eval(trajectories: list[Trajectory]) -> dict[str, Any]:
-    """Per game: score summary; Avalon: win rates per side and role (Wilson 95%); Diplomacy: per power."""
+    """Per game: score summary and each episode's score by start seed (`per_seed`, `seed_key`), so two
+    evaluations on the same seeds can be compared seed by seed (`coplay.eval.stats.paired_difference`);
+    Avalon: win rates per side and role (Wilson 95%); Diplomacy: per power."""
     import coplay_envs
 
     out: dict[str, Any] = {}
     for game in sorted({t.game for t in trajectories}):
         trajs = [t for t in trajectories if t.game == game]
+        multi = bool(coplay_envs.seats(game))
         entry: dict[str, Any] = {"episodes": len(trajs),
-                                 "score": summarize([t.score for t in trajs]).as_dict()}
+                                 "score": summarize([t.score for t in trajs]).as_dict(),
+                                 "per_seed": {seed_key(t, multi): t.score
+                                              for t in sorted(trajs, key=lambda t: (t.seed, t.seat))}}
         if game == "avalon":
             groups: dict[str, list[bool]] = {}
             for t in trajs:
@@ -128,11 +140,15 @@ def markdown_table(results: dict[str, Any], title: str) -> str:
 
 def write_eval(out_dir: Path, name: str, results: dict[str, Any], meta: dict[str, Any],
                league: dict[str, Any] | None = None) -> tuple[Path, Path]:
-    """`<name>.json` and `<name>.md` under `out_dir`; with `league` (`League.table()`) its tables too."""
+    """`<name>.json` and `<name>.md` under `out_dir`; with `league` (`League.table()`) its tables too; a meta
+    with the ruler's block (`coplay.eval.ruler.ruler_meta`) adds the protocol check and the paired
+    differences to the bots."""
     from coplay.driver.league import markdown_league
+    from coplay.eval.ruler import ruler_markdown
 
     body = {"meta": meta, "results": results, **({"league": league} if league else {})}
     json_path = write_json_atomic(out_dir / f"{name}.json", body)
-    text = markdown_table(results, f"Evaluation: {name}") + (markdown_league(league) if league else "")
+    text = (markdown_table(results, f"Evaluation: {name}") + ruler_markdown(meta)
+            + (markdown_league(league) if league else ""))
     md_path = write_bytes_atomic(out_dir / f"{name}.md", text.encode())
     return json_path, md_path

@@ -1,5 +1,7 @@
 """Summary statistics for scores: mean with 95% confidence intervals (Student t and bootstrap), Wilson
-intervals for win rates. Used by `coplay play`, evaluation and benchmarks. numpy + scipy only.
+intervals for win rates, and the paired difference of two evaluations on the same start seeds. Used by
+`coplay play`, evaluation, `coplay eval --compare`, the ruler and benchmarks. numpy + scipy only; never
+imports coplay, ray or torch.
 """
 
 from __future__ import annotations
@@ -79,3 +81,43 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """B − A over the episodes both evaluations played from the same start seed (and seat): the mean of the
+    per-seed differences with its 95% t and bootstrap intervals. Pairing removes the seed-to-seed spread
+    that both players share (a hard deal is hard for both), so it resolves smaller differences than the
+    unpaired Welch interval on the same episodes."""
+
+    n: int
+    mean_a: float
+    mean_b: float
+    difference: float
+    ci_low: float
+    ci_high: float
+    boot_low: float
+    boot_high: float
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.ci_low > 0 or self.ci_high < 0
+
+    def as_dict(self) -> dict[str, float]:
+        return {**asdict(self), "excludes_zero": self.excludes_zero}
+
+
+def paired_difference(a: dict[str, float], b: dict[str, float],
+                      confidence: float = 0.95) -> PairedDifference | None:
+    """Paired B − A over the keys (start seeds, `"<seed>:<seat>"` in multi-seat games) both hold; None when
+    they share fewer than 2 (no interval can be formed)."""
+    shared = sorted(set(a) & set(b), key=str)
+    if len(shared) < 2:
+        return None
+    xa = [float(a[k]) for k in shared]
+    xb = [float(b[k]) for k in shared]
+    diffs = [vb - va for va, vb in zip(xa, xb, strict=True)]
+    low, high = t_interval(diffs, confidence)
+    blow, bhigh = bootstrap_interval(diffs, confidence)
+    return PairedDifference(len(shared), float(np.mean(xa)), float(np.mean(xb)), float(np.mean(diffs)),
+                            low, high, blow, bhigh)

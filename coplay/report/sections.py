@@ -217,8 +217,24 @@ def evaluations(data: RunData) -> str:
     out = []
     for ev in data.evals:
         meta = ", ".join(f"{k}={v}" for k, v in sorted(ev.meta.items()) if isinstance(v, str | int | float))
-        out.append(f"<h3>{e(ev.name)}</h3><p class='meta'>{e(meta)}</p>{_score_table(ev)}{_extra_tables(ev)}")
+        out.append(f"<h3>{e(ev.name)}</h3><p class='meta'>{e(meta)}</p>{_protocol_check(ev)}"
+                   f"{_score_table(ev)}{_extra_tables(ev)}")
     return "".join(out)
+
+
+def _protocol_check(ev: EvalFile) -> str:
+    """The ruler's verdict recorded in an evaluation's meta (coplay.eval.ruler): one line per game, the
+    failed ones labelled as not a result."""
+    from coplay.eval.ruler import FAILED_LABEL
+
+    games = (ev.meta.get("protocol_check") or {}).get("games") or {}
+    lines = []
+    for game, check in sorted(games.items()):
+        if isinstance(check, dict):
+            verdict = "protocol check passed" if check.get("passed") else FAILED_LABEL
+            cls = "meta" if check.get("passed") else "problem"
+            lines.append(f"<p class='{cls}'>{e(game)}: {e(verdict)} ({e(str(check.get('reason', '')))})</p>")
+    return "".join(lines)
 
 
 def _median(values: list[Any]) -> float | None:

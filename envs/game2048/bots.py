@@ -1,4 +1,6 @@
-"""2048 bots: `ExpertBot` (depth-limited expectimax over the row heuristic) and `RandomBot`.
+"""2048 bots: `ExpertBot` (depth-limited expectimax over the row heuristic), `RandomBot`, and
+`FixedOrderBot` (the first legal of left, down, right, up: a cheap fixed heuristic that coplay's evaluation
+ruler plays beside the other two; the registry's `expert` / `random` contract is unchanged).
 
 Bots read only `info["view"]` and `info["legal_actions"]`, never `info["state"]`; each action carries an
 intention tag and a one-line reason (teacher data for the `act` format). Never imports `coplay`.
@@ -99,3 +101,23 @@ class RandomBot:
             return BotAction(DIRECTIONS[0], "EXPLORE", "no legal move is left; any move is as good")
         return BotAction(legal[int(self._rng.integers(len(legal)))], "EXPLORE",
                          "a uniformly random legal move")
+
+
+class FixedOrderBot:
+    """The first legal move of a fixed order (default left, down, right, up): the corner-hugging habit a
+    human learns in minutes. It costs nothing to play and, unlike `RandomBot`, keeps big tiles together, so
+    it shows whether an evaluation horizon rewards any strategy at all. `seed` is accepted (and unused) so it
+    is constructed like the other bots."""
+
+    ORDER = ("left", "down", "right", "up")
+
+    def __init__(self, seed: int = 0, order: tuple[str, ...] = ORDER) -> None:
+        unknown = [d for d in order if d not in DIRECTIONS]
+        if unknown or not order:
+            raise ValueError(f"FixedOrderBot order {order!r}: expected directions from {DIRECTIONS}")
+        self.order = tuple(order)
+
+    def act(self, observation: str, info: dict[str, Any]) -> BotAction:
+        legal = set(info.get("legal_actions") or [])
+        move = next((d for d in self.order if d in legal), self.order[0])
+        return BotAction(move, "POSITION", f"{move}: the first legal move of {', '.join(self.order)}")

@@ -27,7 +27,12 @@ def quick(tmp_path_factory, tiny_model_config):
 def test_quick_writes_one_table_with_every_variant_and_the_difference_to_full(quick):
     summary = json.loads((quick / "coevolution-quick.json").read_text())
     rows = {r["variant"]: r for r in summary["table"]}
-    assert {v for v, r in rows.items() if not r["from"]} == {"full", "grpo_no_bank"}
+    assert {v for v, r in rows.items() if not r["from"] and not r["bot"]} == {"full", "grpo_no_bank"}
+    # the bots on the same protocol (2 seeds x 3 moves here), with the protocol check every row carries
+    assert {v for v, r in rows.items() if r["bot"]} == {"random bot", "expert bot", "heuristic bot"}
+    assert all(r["n"] == 2 for r in rows.values() if r["bot"])
+    assert rows["full"]["protocol_check"] is not None and summary["summary"][0].startswith("2048: protocol")
+    assert rows["full"]["paired_minus_cold_start"]["n"] == 2  # the final evaluation against iteration 0
     assert {r["game"] for r in rows.values()} == {"2048"}
     # the SFT variants that did not run are the cold-start evaluations of the GRPO runs (iteration 0)
     assert rows["sft_only"]["from"] == "grpo_no_bank at iteration 0" and rows["sft_only"]["iteration"] == 0
@@ -36,7 +41,8 @@ def test_quick_writes_one_table_with_every_variant_and_the_difference_to_full(qu
     diff = rows["grpo_no_bank"]["minus_full"]
     assert diff["difference"] == pytest.approx(rows["grpo_no_bank"]["mean"] - rows["full"]["mean"])
     assert diff["ci95"] is not None and diff["ci95"][0] <= diff["difference"] <= diff["ci95"][1]
-    assert all(r["n"] == 2 and r["iteration"] == 2 for r in rows.values() if not r["from"])  # final
+    assert all(r["n"] == 2 and r["iteration"] == 2 for r in rows.values()
+               if not r["from"] and not r["bot"])  # final
     assert summary["command"].startswith("python -m benchmarks.coevolution --quick")
     for run in summary["runs"]:
         assert run["sizes"]["iterations"] == 2 and run["seconds"] > 0

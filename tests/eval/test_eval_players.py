@@ -69,10 +69,14 @@ def test_evaluations_of_different_games_or_seeds_both_survive(tmp_path, capsys):
     _eval(["--policy", "expert", "--games", "tetris", "--episodes", "2", "--max-steps", "5", "--out",
            str(tmp_path)], capsys)
     _eval(["--policy", "expert", "--games", "2048", "--episodes", "2", "--out", str(tmp_path)], capsys)
-    names = sorted(p.name for p in tmp_path.glob("*.json"))
+    names = sorted(p.name for p in tmp_path.glob("*.json") if not p.name.startswith("bots-"))
     assert names == ["expert_2048_vs-expert_seeds1000000-n2x10-2.json",
                      "expert_2048_vs-expert_seeds1000000-n2x10.json",
                      "expert_tetris_vs-expert_seeds1000000-n2x10.json"]
+    # the ruler's bots: one set per protocol (Tetris has no heuristic); the third evaluation reused the first
+    assert sorted(p.name for p in tmp_path.glob("bots-*.json")) == [
+        "bots-expert-2.json", "bots-expert.json", "bots-heuristic.json", "bots-random-2.json",
+        "bots-random.json"]
 
 
 def test_compare_warns_when_the_protocols_differ(tmp_path, capsys):

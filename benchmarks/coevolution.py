@@ -53,7 +53,7 @@ def sizes(cfg: Any) -> dict[str, Any]:
     """What makes a run long: the figures a reader needs to compare runs."""
     return {"model": cfg.model.name, "iterations": cfg.loop.iterations,
             "start_states": cfg.rollout.start_states, "group_size": cfg.rollout.group_size,
-            "max_steps": cfg.rollout.max_steps,
+            "max_steps": cfg.rollout.max_steps, "eval_max_steps": cfg.eval.max_steps or cfg.rollout.max_steps,
             "sft_episodes": cfg.sft.episodes_per_game, "sft_epochs": cfg.sft.epochs,
             "eval_every": cfg.eval.every, "eval_episodes": cfg.eval.episodes,
             "eval_temperature": cfg.eval.temperature,
@@ -293,7 +293,7 @@ def plot(path: Path, runs: list[dict[str, Any]], games: list[str]) -> None:
         check = game_check(runs, game)
         verdict = ("" if check is None else "" if check["passed"]
                    else "\nprotocol check FAILED: the bots do not separate; not a result")
-        ax.set_title(game + verdict, fontsize=10 if verdict else None, color="red" if verdict else None)
+        ax.set_title(game + verdict, **({"fontsize": 10, "color": "red"} if verdict else {}))
         ax.set_xlabel("iteration (0 = after the cold start)")
         ax.set_ylabel("eval score (mean, 95% t-interval)")
         ax.legend(fontsize=8)
@@ -318,13 +318,29 @@ def write_results(out: Path, stem: str, command: str, started: float, games: lis
     return summary
 
 
+def backfill_ruler(run: dict[str, Any]) -> dict[str, Any]:
+    """A run from before the ruler: the bots played now on its recorded protocol (its config with the
+    evaluation episodes and horizon of its `sizes`; the eval horizon was then the training one), marked
+    `ruler_backfilled`. Per-seed scores of its own evaluations were not stored, so no paired column."""
+    from coplay.config import load_config
+
+    sizes = run["sizes"]
+    start = sizes["eval_seeds"][0]
+    cfg = load_config(run["config"], [f"games=[{run['game']}]", f"eval.episodes={sizes['eval_episodes']}",
+                                      f"eval.max_steps={sizes.get('eval_max_steps') or sizes['max_steps']}",
+                                      f"seeds.eval.start={start}", "logging.console=false"])
+    return {**run, **ruler_evidence(cfg, run["game"], None),
+            "ruler_backfilled": f"bots played by --combine on {run['config']} with the run's sizes"}
+
+
 def combine(paths: list[str], out: Path, stem: str, argv: list[str] | None) -> int:
     """One table and plot from the runs of several results files (each keeps its own command and commit
-    under `sources`)."""
+    under `sources`). Runs from before the ruler get their bots and protocol check played now
+    (`backfill_ruler`)."""
     runs, sources = [], []
     for path in paths:
         body = json.loads(Path(path).read_text())
-        runs += body["runs"]
+        runs += [r if "protocol_check" in r else backfill_ruler(r) for r in body["runs"]]
         sources.append({k: body.get(k) for k in ("command", "commit", "created", "total_seconds")} |
                        {"file": path})
     games = list(dict.fromkeys(r["game"] for r in runs))

@@ -5,7 +5,9 @@ DeepSpeed ZeRO-2, skill bank served by the same engine), then baselines on the s
 
 - `SFT only`: the cold-start adapters (learner step 0), evaluated by the loop as iteration 0
   (`eval.at_start`), with the initial banks;
-- `random` and `expert`: the game's bots on the same `seeds.eval` and horizon (`rollout.max_steps`).
+- `random` and `expert` (2048: also the fixed-order heuristic): the game's bots on the same `seeds.eval` and
+  horizon (`coplay.eval.ruler`: the run's `eval/bots-<bot>.json`), with the protocol check; where it fails
+  (the expert's 95% interval not entirely above the random bot's) the differences are printed as not a result.
 
 Every evaluation is the protocol of `coplay.eval` (16 episodes per single-player game, one per eval seed, the
 same seeds for every player; model players sample at `eval.temperature`). Seeds are fixed in the
@@ -40,19 +42,14 @@ def _commit() -> str | None:
 
 
 def baselines(cfg: Any, run_root: Path) -> dict[str, dict[str, Any]]:
-    """Random and expert bots on the loop's evaluation protocol, plus the SFT-only point (iteration 0),
-    written as `eval/baseline-*.json` without an iteration (the report draws them as levels)."""
+    """The ruler's bots on the loop's evaluation protocol (`eval/bots-<bot>.json`, written by the loop's
+    evaluation or here; the report draws them as levels), plus the SFT-only point (iteration 0), written as
+    `eval/baseline-sft-only.json` without an iteration."""
     from coplay.eval.protocol import write_eval
-    from coplay.eval.runner import evaluate_locally
+    from coplay.eval.ruler import bot_results
 
-    out: dict[str, dict[str, Any]] = {}
-    for bot in ("random", "expert"):
-        results, trajectories = evaluate_locally(cfg, bot)
-        write_eval(run_root / "eval", f"baseline-{bot}", results,
-                   {"label": f"{bot} bot", "player": bot, "trajectories": len(trajectories),
-                    "max_steps": cfg.eval.max_steps or cfg.rollout.max_steps,
-                    "seeds_eval_start": cfg.seeds.eval.start})
-        out[bot] = results
+    bots, _ = bot_results(cfg, out_dir=run_root / "eval")
+    out: dict[str, dict[str, Any]] = dict(bots)
     sft = json.loads((run_root / "eval" / "it00000.json").read_text())
     write_eval(run_root / "eval", "baseline-sft-only", sft["results"],
                {**{k: v for k, v in sft["meta"].items() if k != "iteration"},
@@ -97,7 +94,7 @@ def plot(path: Path, game: str, points: list[dict[str, Any]], levels: dict[str, 
     xs = [p["iteration"] for p in points]
     ax.plot(xs, [p["mean"] for p in points], marker="o", color="C0", label="co-evolution (eval, T=0.3)")
     ax.fill_between(xs, [p["ci_low"] for p in points], [p["ci_high"] for p in points], color="C0", alpha=0.2)
-    for color, (name, score) in zip(("C1", "C2", "C3"), levels.items(), strict=False):
+    for color, (name, score) in zip(("C1", "C2", "C3", "C4"), levels.items(), strict=False):
         ax.axhline(score["mean"], color=color, linestyle="--", label=name)
         ax.axhspan(score["ci_low"], score["ci_high"], color=color, alpha=0.1)
     ax.set_xlabel("iteration (0 = after cold-start SFT)")
@@ -134,20 +131,25 @@ def main(argv: list[str] | None = None) -> int:
     points = curve(data, game)
     last = points[-1]
     levels = {"SFT only (iteration 0)": base["sft_only"][game]["score"],
-              "random bot": base["random"][game]["score"],
-              "expert bot": base["expert"][game]["score"]}
+              **{f"{bot} bot": base[bot][game]["score"] for bot in ("random", "expert", "heuristic")
+                 if bot in base}}
+    from coplay.eval.ruler import FAILED_LABEL, protocol_check
+
+    check = protocol_check({b: base[b] for b in ("random", "expert")}).get(game)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     summary = {
         "command": " ".join(["python -m benchmarks.learning", *(["--config", args.config]), *args.overrides]),
         "commit": _commit(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "run_dir": str(run_root),
         "train_seconds": round(train_seconds, 1), "total_seconds": round(time.time() - started, 1),
-        "game": game, "eval": {"episodes": cfg.eval.episodes, "max_steps": cfg.rollout.max_steps,
+        "game": game, "eval": {"episodes": cfg.eval.episodes,
+                               "max_steps": cfg.eval.max_steps or cfg.rollout.max_steps,
                                "temperature": cfg.eval.temperature,
                                "seeds": [cfg.seeds.eval.start, cfg.seeds.eval.start + cfg.eval.episodes]},
         "curve": points, "baselines": levels,
         "last_minus_sft_only": differences(last, levels["SFT only (iteration 0)"]),
         "last_minus_random": differences(last, levels["random bot"]),
+        "protocol_check": check,
         "rollouts": rollout_rows(data, game), "cold_start": (data.cold_start or {}).get("cold_start"),
         "config": cfg.model_dump(mode="json"),
     }
@@ -159,7 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {p['iteration']} | {p['mean']:.1f} | [{p['ci_low']:.1f}, {p['ci_high']:.1f}] |")
     for name, s in levels.items():
         print(f"| {name} | {s['mean']:.1f} | [{s['ci_low']:.1f}, {s['ci_high']:.1f}] |")
-    for key in ("last_minus_sft_only", "last_minus_random"):
+    if check is not None and not check["passed"]:
+        print(f"{game}: {FAILED_LABEL} ({check['reason']})")
+    for key in (("last_minus_sft_only", "last_minus_random") if check is None or check["passed"] else ()):
         d = summary[key]
         interval = f"[{d['ci95'][0]:+.1f}, {d['ci95'][1]:+.1f}]" if d["ci95"] else "(n < 2)"
         print(f"{key}: {d['difference']:+.1f} {interval}")

@@ -48,8 +48,10 @@ def test_a_failed_protocol_is_summarised_as_not_a_result(tmp_path):
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_a_passing_protocol_states_the_differences_paired_by_seed():
-    rows = {r["variant"]: r for r in table(_runs(random=[5, 6, 7, 8], expert=[100, 110, 120, 130]))}
+def test_a_passing_protocol_states_the_differences_paired_by_seed(tmp_path):
+    runs = _runs(random=[5, 6, 7, 8], expert=[100, 110, 120, 130])
+    plot(tmp_path / "p.png", runs, ["2048"])
+    rows = {r["variant"]: r for r in table(runs)}
     assert {"random bot", "expert bot"} <= set(rows) and rows["expert bot"]["bot"]
     full = rows["full"]
     assert full["paired_minus_cold_start"]["difference"] == pytest.approx(5.25)  # 5, 6, 3, 7

@@ -1,6 +1,6 @@
 """The co-evolution loop (docs/architecture.md), top to bottom: cold start, then per iteration k
 sync -> rollouts k  ||  bank update over k-1  ||  GRPO step k-1 (staleness >= 1) -> collect
--> (s = 0: GRPO step k) -> metrics, evaluation, checkpoint. Rollouts of k use the adapters of learner step
+-> (s = 0: GRPO step k) -> evaluation, probe, metrics, checkpoint. Rollouts of k use the adapters of learner step
 max(0, k-1-s) and the bank built from iterations <= k-2 (`coplay.driver.schedule`); learner step j trains on
 the samples of iteration j, so every episode lands in training exactly once. Dead rollout workers and bank
 updates are re-run (`System.gather`, `System.bank_result`); `resume` continues a run folder from its last
@@ -26,6 +26,7 @@ from coplay.driver.lineups import check_schedule
 from coplay.driver.metrics import MetricsLog, iteration_record
 from coplay.driver.plans import iteration_plans
 from coplay.driver.preflight import restart_in_place, resume_point, run_stopped
+from coplay.driver.probe import RunProbe, probe_due, run_probe
 from coplay.driver.schedule import bank_version_for, policy_step_for
 from coplay.driver.serving import frozen_opponents
 from coplay.driver.state import LoopState, fresh_state, resume_state, save_checkpoint
@@ -51,9 +52,10 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
         if started_ray:
             start_ray(cfg.cluster, cfg.logging.verbose)
         system = System(cfg, run)
+        probe = RunProbe.load(cfg) if probe_due(cfg, 0) else None  # built once, then read from its cache
         at_start = evaluate if cfg.eval.at_start else None
         state = (resume_state(system, cfg, log) if point and point.checkpoint
-                 else fresh_state(system, cfg, log, at_start))
+                 else fresh_state(system, cfg, log, at_start, probe))
         s = cfg.loop.staleness
         for k in range(state.next_iteration, cfg.loop.iterations + 1):
             t0 = time.perf_counter()
@@ -83,10 +85,13 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
             due = cfg.eval.every and k % cfg.eval.every == 0
             evaluation = (evaluate(system, k, state.ledger.latest(), state.banks.latest(), state.league)
                           if due else None)
+            probed = (run_probe(system, probe, k, state.ledger.latest(), state.banks.latest())
+                      if probe is not None and probe_due(cfg, k) else None)
             save = k % cfg.loop.checkpoint_every == 0 or (k == cfg.loop.iterations and s == 0)
             log.log(k, iteration_record(k, data, stats, bank, trained, versions, seconds,
                                         system.take_faults(), evaluation,
-                                        str(run.checkpoint_dir(k)) if save else None, state.league.table()))
+                                        str(run.checkpoint_dir(k)) if save else None, state.league.table(),
+                                        probe=probed))
             if save:  # after the metrics line: metrics always cover what a checkpoint holds
                 save_checkpoint(system, state, k)
         finish(system, cfg, state, log)

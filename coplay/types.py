@@ -166,6 +166,9 @@ class TrainStep:
     reward_parts: dict[str, dict[str, float]] = field(default_factory=dict)
     trained_iteration: int | None = None
     trained_episodes: list[str] = field(default_factory=list)
+    # per published adapter, how far the served weights and policy moved (`coplay.learn.update_size`)
+    served_change: dict[str, dict[str, Any]] = field(default_factory=dict)
+    measure_seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         """The metrics-line form (`train_seconds` is the historical name of `seconds`)."""

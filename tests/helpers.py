@@ -30,6 +30,8 @@ def tiny_loop_overrides(out_dir: str, cache_dir: str) -> list[str]:
         "sft.episodes_per_game=16", "sft.max_steps=40", "sft.max_examples_per_adapter=96", "sft.epochs=8",
         "learner.lr=1e-3", "learner.micro_batch_size=8", "loop.iterations=2", "eval.every=0",
         "skill_bank.group_size=4", "logging.console=false",
+        # a 16-position probe, built once per test session into the session's tiny-model cache
+        "probe.positions=16", f"probe.cache_dir={cache_dir}/probes",
     ]
 
 

@@ -161,6 +161,16 @@ class LearnerRankImpl:
         ZeRO-3; rank 0 returns them)."""
         return self.learner.export(adapters)
 
+    def measure_update(self, adapters: list[str], prompts: dict[str, list[Sample]],
+                       max_prompts: int) -> dict[str, dict[str, Any]]:
+        """`Learner.measure_update` in the engines' serving dtype (`engine.dtype`), as plain dicts."""
+        from coplay.learn.update_size import serving_dtype
+
+        serving = serving_dtype(self.cfg.engine.dtype, self.learner.device)
+        with torch_threads(self.cfg.learner.threads):
+            sizes = self.learner.measure_update(adapters, prompts, serving, max_prompts)
+        return {adapter: size.as_dict() for adapter, size in sizes.items()}
+
     def save_checkpoint(self, folder: str, bank_version: Any, data_cursor: Any, extra: dict[str, Any]) -> str:
         from coplay.learn.checkpoint import save_checkpoint
 
@@ -260,6 +270,10 @@ class LearnerGroup:
 
     def export(self, adapters: list[str]) -> dict[str, AdapterBundle]:
         return self._all("export", adapters)
+
+    def measure_update(self, adapters: list[str], prompts: dict[str, list[Sample]],
+                       max_prompts: int) -> dict[str, dict[str, Any]]:
+        return self._all("measure_update", adapters, prompts, max_prompts)
 
     def save_checkpoint(self, folder: str, bank_version: Any, data_cursor: Any, extra: dict[str, Any]) -> str:
         return self._all("save_checkpoint", folder, bank_version, data_cursor, extra)

@@ -125,6 +125,7 @@ class System:
         self.frozen: list[int] = []  # frozen `act` versions of the serving set
         self.republish = RepublishPolicy(cfg.cluster.artifact_max_failures)
         self.faults: dict[str, Any] = {}
+        self.probe_prompts: list[Sample] = []  # the newest probe's act samples (`kl_prompts`)
 
     @classmethod
     def attach(cls, cfg: CoplayConfig, run: RunDir, store: Any, workers: list[Any]) -> System:
@@ -135,6 +136,7 @@ class System:
         system.learner = system.bank = None
         system.bank_payloads, system.serving, system.faults = {}, ([], {}), {}
         system.held, system.frozen = {}, []
+        system.probe_prompts = []
         system.republish = RepublishPolicy(cfg.cluster.artifact_max_failures)
         return system
 
@@ -433,7 +435,26 @@ class System:
         step.published = (self.publish_adapters(sorted(step.adapters), step.learner_step)
                           if step.adapters else {})
         step.seconds = time.perf_counter() - started
+        if step.published:
+            measured = time.perf_counter()
+            step.served_change = self.learner.measure_update(
+                sorted(step.published), kl_prompts(self.probe_prompts, samples, self.cfg.probe.kl_prompts),
+                self.cfg.probe.kl_prompts)
+            step.measure_seconds = time.perf_counter() - measured
         return step
+
+
+def kl_prompts(probe: list[Sample], batch: list[Sample], limit: int) -> dict[str, list[Sample]]:
+    """Per adapter, the prompts on which a step's served-policy KL is measured (`coplay.learn.update_size`):
+    the probe's samples of that adapter when there are any (the same positions every step), else the step's
+    own samples; the first `limit` of each, by sample id (deterministic)."""
+    out: dict[str, list[Sample]] = {}
+    for source in (batch, probe):  # probe second: it replaces the batch's where it has the adapter
+        by_adapter: dict[str, list[Sample]] = {}
+        for s in sorted(source, key=lambda s: s.sample_id):
+            by_adapter.setdefault(s.adapter, []).append(s)
+        out.update({a: v[:limit] for a, v in by_adapter.items()})
+    return out if limit > 0 else {}
 
 
 def check_exactly_once(planned: list[str], results: list[RolloutResult], iteration: int) -> None:

@@ -83,14 +83,16 @@ def canonical_adapter_config(config: dict[str, Any], base_model: str | None) -> 
     return (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
 
 
-def export_bundle(policy: Any, adapter: str, base_model: str | None) -> AdapterBundle:
+def export_bundle(policy: Any, adapter: str, base_model: str | None,
+                  weights: dict[str, Any] | None = None) -> AdapterBundle:
     """The bundle of adapter `adapter` of a PeftModel (its weights must be whole on this process: under
-    ZeRO-3 call it inside the trainer's `gathered()`)."""
+    ZeRO-3 call it inside the trainer's `gathered()`). `weights` by parameter name replace the module's
+    tensors (the learner passes its float32 master, so a bf16 module does not round the update away)."""
     from coplay.models.lora import save_adapter
 
     tmp = Path(tempfile.mkdtemp(prefix=f"coplay-export-{adapter}-"))
     try:
-        save_adapter(policy, adapter, tmp)
+        save_adapter(policy, adapter, tmp, weights)
         config = json.loads((tmp / ADAPTER_CONFIG).read_text())
         files = {ADAPTER_CONFIG: canonical_adapter_config(config, base_model),
                  ADAPTER_WEIGHTS: (tmp / ADAPTER_WEIGHTS).read_bytes()}

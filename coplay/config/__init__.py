@@ -8,6 +8,7 @@
     curriculum.py  skill-guided self-play: the proposer, the task gate, its rewards and routing
     loading.py     YAML files (`extends:`), dotted overrides that merge like YAML, `ConfigError`
     ablation.py    `ablation.variant`: which parts of co-evolution run (the paper's ablation)
+    probe.py       the per-decision probe in a run and the prompts of the served-policy KL
     training.py    what a config must pass to train (`require_trainable`), not to evaluate or play
 
 Import from here (`from coplay.config import CoplayConfig, load_config`). Imports only pydantic and yaml.
@@ -44,6 +45,7 @@ from coplay.config.skill_bank import (
     SkillBankConfig,
 )
 from coplay.config.training import require_trainable
+from coplay.config.probe import ProbeConfig
 from coplay.config.tree import (
     ClusterConfig,
     CoplayConfig,
@@ -74,7 +76,8 @@ __all__ = [
     "ConfigError", "ContractConfig", "CoplayConfig", "CurriculumConfig",
     "EndpointConfig", "EngineConfig", "EvalConfig",
     "GameConfig", "LeagueConfig", "LearnerConfig", "LoggingConfig", "LoopConfig", "LoraSpec",
-    "MaintenanceConfig", "MaxTokens", "ModelConfig", "OpponentPoolConfig", "PerAdapter", "RolloutConfig",
+    "MaintenanceConfig", "MaxTokens", "ModelConfig", "OpponentPoolConfig", "PerAdapter", "ProbeConfig",
+    "RolloutConfig",
     "RunConfig", "SamplingConfig", "Section", "SeedRange", "SeedsConfig", "SegmentationConfig",
     "SelfPlayConfig", "SftConfig", "SkillBankConfig", "TinyModelConfig", "apply_override", "load_config",
     "parse_override", "read_yaml", "require_trainable", "active_adapters",

@@ -23,6 +23,7 @@ from coplay.config.adapters import (
 )
 from coplay.config.base import ADAPTER_NAMES, GAME_KEYS, Section, active_adapters
 from coplay.config.curriculum import CurriculumConfig
+from coplay.config.probe import ProbeConfig
 from coplay.config.selfplay import SelfPlayConfig
 from coplay.config.skill_bank import SkillBankConfig
 
@@ -424,6 +425,7 @@ class CoplayConfig(Section):
     sft: SftConfig = SftConfig()
     loop: LoopConfig = LoopConfig()
     eval: EvalConfig = EvalConfig()
+    probe: ProbeConfig = ProbeConfig()
     cluster: ClusterConfig = ClusterConfig()
     logging: LoggingConfig = LoggingConfig()
     ablation: AblationConfig = AblationConfig()

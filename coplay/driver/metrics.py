@@ -90,7 +90,8 @@ def console_line(iteration: int, record: dict[str, Any]) -> str:
     if "final_train" in record:
         train = record["final_train"]
         return (f"[bold]final GRPO step[/] learner_step={train.get('learner_step')} "
-                f"published={train.get('published', {})}")
+                f"published={train.get('published', {})}"
+                + served_change_text(train.get("served_change", {})))
     if "final_versions" in record:
         return (f"[bold]final[/] versions={record['final_versions']} "
                 f"banks={record.get('final_bank_versions', {})}")
@@ -98,7 +99,18 @@ def console_line(iteration: int, record: dict[str, Any]) -> str:
     return (f"[bold]it {iteration}[/] episodes={record.get('episodes', 0)} "
             f"tok/s={record.get('generated_tokens_per_s', 0):.0f} {scores} "
             f"bank={record.get('bank_sizes', {})} ops={record.get('maintenance', {}).get('applied', {})} "
-            f"versions={record.get('versions', {})}")
+            f"versions={record.get('versions', {})}"
+            + served_change_text(record.get("train", {}).get("served_change", {})))
+
+
+def served_change_text(changes: dict[str, dict[str, Any]]) -> str:
+    """` served: act Δ=2.1e-03 (41% of elements) KL=3.0e-04`: how far a learner step moved each published
+    adapter as served; "" when nothing was published."""
+    parts = []
+    for adapter, c in sorted(changes.items()):
+        kl = "" if c.get("kl") is None else f" KL={c['kl']:.1e}"
+        parts.append(f"{adapter} Δ={c['rel_change']:.1e} ({c['changed_share']:.0%} of elements){kl}")
+    return f" served: {'; '.join(parts)}" if parts else ""
 
 
 def maintenance_totals(reports: list[dict[str, Any]]) -> dict[str, Any]:
@@ -169,18 +181,19 @@ def reward_parts(samples: list[Sample]) -> dict[str, dict[str, float]]:
 
 
 TRAIN_KEYS = ("learner_step", "adapters", "trained_tokens", "published", "nonzero_advantages", "reward_parts",
-              "trained_iteration", "trained_episodes")
+              "trained_iteration", "trained_episodes", "served_change")
 
 
 def iteration_record(iteration: int, data: IterationData, stats: CollectStats, bank: BankUpdate,
                      train: TrainStep | None, versions: dict[str, int], seconds: float,
                      faults: dict[str, Any], evaluation: dict[str, Any] | None = None,
                      checkpoint: str | None = None,
-                     league: dict[str, Any] | None = None) -> dict[str, Any]:
+                     league: dict[str, Any] | None = None, *,
+                     probe: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole metrics line of iteration `iteration`: its rollouts (`data`, `stats`, at adapter `versions`),
     the bank update that ran meanwhile, the learner step of this iteration (if any), what failed and was
     recovered, the evaluation (if any), the checkpoint written after it (if any) and the league's ratings
-    after it (multi-seat games)."""
+    after it (multi-seat games), and the per-decision probe (`coplay.driver.probe`), when it ran."""
     steps = max(1, stats.steps)
     train_json = train.to_json() if train is not None else {}
     record: dict[str, Any] = {
@@ -202,7 +215,8 @@ def iteration_record(iteration: int, data: IterationData, stats: CollectStats, b
         "timings": {"iteration_s": seconds, "sync_s": stats.sync_s, "rollout_wall_s": stats.wall_seconds,
                     "generation_s": stats.generation_seconds, "env_s": stats.env_ns / 1e9,
                     "bank_s": stats.bank_s,
-                    "bank_wait_s": stats.bank_wait_s, "train_s": train_json.get("train_seconds", 0.0)},
+                    "bank_wait_s": stats.bank_wait_s, "train_s": train_json.get("train_seconds", 0.0),
+                    "update_measure_s": train_json.get("measure_seconds", 0.0)},
         "serving": {"adapters_held": stats.adapters_held, "frozen_held": stats.frozen_held},
         # one entry per rollout chunk, i.e. per worker that rolled out: who was busy and for how long
         "workers": {"rollout_s": stats.worker_seconds, "episodes": stats.worker_episodes},
@@ -221,4 +235,6 @@ def iteration_record(iteration: int, data: IterationData, stats: CollectStats, b
         record["league"] = league
     if evaluation is not None:
         record["eval"] = evaluation
+    if probe is not None:
+        record["probe"] = probe
     return record

@@ -36,6 +36,7 @@ import msgpack
 
 from coplay.config import CoplayConfig
 from coplay.driver.league import LEAGUE_FILE, League
+from coplay.driver.probe import RunProbe, run_probe
 from coplay.driver.records import IterationData
 from coplay.driver.schedule import BankSchedule, VersionLedger, bank_version_for
 from coplay.files import sha256_bytes, write_bytes_atomic
@@ -140,9 +141,10 @@ def resumable_checkpoint(run: RunDir) -> Path:
 
 
 def fresh_state(system: Any, cfg: CoplayConfig, log: Any,
-                evaluate: Callable[..., dict] | None = None) -> LoopState:
+                evaluate: Callable[..., dict] | None = None, probe: RunProbe | None = None) -> LoopState:
     """Step 0 (cold start) of a new run; with `evaluate` (eval at start) the cold-start adapters are
-    evaluated as iteration 0, the SFT-only point of the learning curve."""
+    evaluated as iteration 0, the SFT-only point of the learning curve; with `probe` (a
+    run's probe sets) they are probed too."""
     from coplay.driver.cold_start import cold_start
 
     versions0, banks0, report = cold_start(system, cfg)
@@ -151,6 +153,8 @@ def fresh_state(system: Any, cfg: CoplayConfig, log: Any,
     league = League(cfg.rollout.selfplay.league, system.run.root / LEAGUE_FILE)
     if evaluate is not None:
         record["eval"] = evaluate(system, 0, versions0, banks0, league)
+    if probe is not None:
+        record["probe"] = run_probe(system, probe, 0, versions0, banks0)
     log.log(0, record)
     return LoopState(VersionLedger({0: versions0}), BankSchedule.start(banks0), league=league)
 

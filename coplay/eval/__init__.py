@@ -7,5 +7,7 @@
     compare.py   `coplay eval --compare`: two evaluations side by side with difference intervals
     stats.py     means with t and bootstrap intervals, Wilson intervals for win rates, paired differences
     ruler.py     the bots on an evaluation's own protocol, the protocol check, paired differences to the bots
+    probe.py     the per-decision probe: fixed positions, regret against the game's lookahead, its file
+    probe_values.py  how the probe is built: positions from bot play, Monte-Carlo action values
     bench.py     the benchmark suite runner behind `coplay bench`
 """

@@ -124,10 +124,15 @@ class TorchAdapterTrainer:
     def full_weights(self) -> dict[str, torch.Tensor]:
         return {n: p.detach().float().cpu().clone() for n, p in self.named_params.items()}
 
+    def master_weights(self) -> dict[str, torch.Tensor]:
+        """The weights the optimizer steps, in float32 (here the parameters themselves: PEFT keeps LoRA
+        tensors in float32 on a bfloat16 base)."""
+        return self.full_weights()
+
     def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
         with torch.no_grad():
             for n, p in self.named_params.items():
-                p.copy_(weights[n])
+                p.copy_(weights[n].to(p.dtype))
 
     def optimizer_state(self) -> dict[str, torch.Tensor]:
         """This rank's optimizer state: `exp_avg/<param>`, `exp_avg_sq/<param>`, `step/<param>`."""
@@ -253,6 +258,20 @@ class DeepSpeedAdapterTrainer:
         """The full (gathered) weights on every rank; a collective call under ZeRO-3."""
         with self.gathered():
             return {n: p.detach().float().cpu().clone() for n, p in self.named_params.items()}
+
+    def master_weights(self) -> dict[str, torch.Tensor]:
+        """The fp32 master copy the optimizer steps (`safe_get_full_fp32_param`; collective under ZeRO-3).
+        Under bf16 the module's own parameters are the master rounded to bfloat16: an update smaller than
+        bfloat16's spacing moves the master but not them, so exports read the master."""
+        from deepspeed.utils import safe_get_full_fp32_param
+
+        out = {}
+        for n, p in self.named_params.items():
+            master = safe_get_full_fp32_param(p)
+            if master is None:
+                raise RuntimeError(f"adapter {self.adapter!r}: DeepSpeed holds no fp32 master for {n}")
+            out[n] = master.detach().float().cpu().clone()
+        return out
 
     def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
         """Set the engine's low-precision weights (every rank passes the same tensors; collective)."""

@@ -59,8 +59,9 @@ from coplay.learn.batching import (
 )
 from coplay.learn.distributed import all_reduce_sum, ensure_process_group
 from coplay.learn.grpo import grpo_loss
-from coplay.learn.logprobs import adapter_context, batch_logprobs, select_adapter
+from coplay.learn.logprobs import adapter_context, batch_logprobs, completion_distributions, select_adapter
 from coplay.learn.memory import enable_checkpointing, eval_mode
+from coplay.learn.update_size import UpdateSize, as_served, token_kl, weight_change
 from coplay.types import AdapterVersion, Sample
 
 if TYPE_CHECKING:
@@ -125,6 +126,7 @@ class Learner:
         self.versions = dict.fromkeys(adapter_names, 0)
         self.updates = dict.fromkeys(adapter_names, 0)  # optimizer updates per adapter (the schedule's clock)
         self.changed: list[str] = []  # adapters the last step updated (what `publish` exports)
+        self._exports: dict[str, dict[int, dict[str, torch.Tensor]]] = {}  # adapter -> version -> master
 
     def _device(self) -> str:
         if torch.cuda.is_available():
@@ -187,16 +189,74 @@ class Learner:
         return metrics
 
     def export(self, adapters: list[str]) -> dict[str, AdapterBundle]:
-        """The bundles of the given adapters at their current weights (`coplay.artifacts.bundle`). Every rank
-        calls (under ZeRO-3 the weights are gathered collectively); rank 0 gets them, the others {}."""
+        """The bundles of the given adapters at their current weights (`coplay.artifacts.bundle`): the
+        optimizer's float32 master, whatever dtype the module computes in, so no update is rounded away
+        before it is served. Every rank calls (under ZeRO-3 the weights are gathered collectively); rank 0
+        gets them, the others {}. The last two exported versions stay here for `measure_update`."""
         from coplay.artifacts.bundle import export_bundle
 
         out = {}
         for adapter in adapters:
+            master = self.trainers[adapter].master_weights()
+            history = self._exports.setdefault(adapter, {})
+            history[self.versions[adapter]] = master
+            for old in sorted(history)[:-2]:
+                del history[old]
             with self.trainers[adapter].gathered():
                 if self.rank == 0:
-                    out[adapter] = export_bundle(self.policy, adapter, self.base_model)
+                    out[adapter] = export_bundle(self.policy, adapter, self.base_model, master)
         return out
+
+    def measure_update(self, adapters: list[str], prompts: dict[str, list[Sample]],
+                       serving: torch.dtype, max_prompts: int = 8) -> dict[str, UpdateSize]:
+        """How far the newest exported version of each adapter moved from the one before, as served in
+        `serving` (`coplay.learn.update_size`): weight change, share of elements changed, and the mean
+        per-token KL(π_prev ‖ π_new) over the first `max_prompts` of `prompts[adapter]` (Samples: prompt and
+        completion tokens, temperature). Adapters without both versions exported here (e.g. just after a
+        resume) are left out. Every rank calls (the forwards are collective under ZeRO-3)."""
+        out = {}
+        for adapter in adapters:
+            history = self._exports.get(adapter, {})
+            version = self.versions[adapter]
+            if version not in history or version - 1 not in history:
+                continue
+            prev, new = history[version - 1], history[version]
+            served_prev, served_new = as_served(prev, serving), as_served(new, serving)
+            rel, share = weight_change(served_prev, served_new)
+            rel_exported, _ = weight_change(prev, new)
+            chosen = [s for s in prompts.get(adapter, []) if s.completion_ids][:max_prompts]
+            kl = self._served_kl(adapter, served_prev, served_new, new, chosen) if chosen else None
+            out[adapter] = UpdateSize(
+                version=version, serving_dtype=str(serving).removeprefix("torch."), rel_change=rel,
+                changed_share=share, rel_change_exported=rel_exported,
+                kl=None if kl is None else float(kl.mean()) if kl.numel() else 0.0,
+                kl_max=None if kl is None else float(kl.max()) if kl.numel() else 0.0,
+                kl_tokens=0 if kl is None else int(kl.numel()), kl_prompts=len(chosen))
+        return out
+
+    def _served_kl(self, adapter: str, served_prev: dict[str, torch.Tensor],
+                   served_new: dict[str, torch.Tensor], master: dict[str, torch.Tensor],
+                   samples: list[Sample]) -> torch.Tensor:
+        """Per-token KL(prev ‖ new) of the two served weight sets on `samples`; the adapter's own weights are
+        put back (`master`, cast to the module's dtype exactly as the optimizer writes them) afterwards."""
+        trainer = self.trainers[adapter]
+        items = [TrainItem(list(s.prompt_ids), list(s.completion_ids), list(s.logprobs),
+                           float(s.temperature) if s.temperature > 0 else 1.0, 0.0,
+                           regex=s.meta.get("regex") or None) for s in samples]
+        batches = [to_micro_batch([item], self.pad_id, self._token_masks([item])) for item in items]
+        dists: dict[str, list[torch.Tensor]] = {}
+        self.eval_mode()
+        try:
+            with torch.no_grad():
+                for label, weights in (("prev", served_prev), ("new", served_new)):
+                    trainer.load_weights(weights)
+                    select_adapter(self.policy, adapter)
+                    dists[label] = [completion_distributions(self.policy, mb.tokens, mb.temperatures).cpu()
+                                    for mb in batches]
+        finally:
+            trainer.load_weights(master)
+        return torch.cat([token_kl(p, n, mb.tokens.completion_mask) for p, n, mb in
+                          zip(dists["prev"], dists["new"], batches, strict=True)])
 
     def publish(self, adapters_root: str | Path) -> list[AdapterVersion]:
         """Publish the adapters the last step changed as new version folders `<root>/<adapter>/v<n>/` with
@@ -222,20 +282,25 @@ class Learner:
 
     def _plan(self, items: list[TrainItem]) -> list[MicroBatch]:
         chunks = rank_micro_batches(items, self.rank, self.world_size, self.cfg.micro_batch_size)
-        masks = None
-        if any(i.regex for i in items):  # constrained Diplomacy orders: the engine's masks, rebuilt here
-            from coplay.engines.token_masks import TokenMasks
-
-            if self._masks is None:
-                vocab = int(self.policy.config.vocab_size)  # ZeRO-3 partitions the weights themselves
-                self._masks = TokenMasks(self.tokenizer, vocab)
-            masks = self._masks
+        masks = self._token_masks(items)
         batches = [to_micro_batch(chunk, self.pad_id, masks) for chunk in chunks]
         if self.cfg.kl_beta > 0:
             with torch.no_grad(), adapter_context(self.policy, None):
                 for mb in batches:
                     mb.ref_logprobs = batch_logprobs(self.policy, mb.tokens, mb.temperatures).cpu()
         return batches
+
+    def _token_masks(self, items: list[TrainItem]) -> Any:
+        """The engine's constraint masks, rebuilt here, when any item was sampled under one (constrained
+        Diplomacy orders, constrained actions); None otherwise."""
+        if not any(i.regex for i in items):
+            return None
+        from coplay.engines.token_masks import TokenMasks
+
+        if self._masks is None:
+            vocab = int(self.policy.config.vocab_size)  # ZeRO-3 partitions the weights themselves
+            self._masks = TokenMasks(self.tokenizer, vocab)
+        return self._masks
 
     def _train_adapter(self, adapter: str, micro_batches: list[MicroBatch]) -> dict[str, float]:
         trainer = self.trainers[adapter]

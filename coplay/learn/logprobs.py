@@ -69,6 +69,16 @@ def make_token_batch(prompt_ids: list[list[int]], completion_ids: list[list[int]
 def batch_logprobs(model: Any, batch: TokenBatch, temperature: float | torch.Tensor) -> torch.Tensor:
     """[B, C] log-probs of the completion tokens at `temperature` (a float, or one per row as a [B] tensor;
     0 where padded); differentiable."""
+    logp = completion_distributions(model, batch, temperature)
+    device = logp.device
+    token_lp = torch.gather(logp, 2, batch.completion_ids.to(device)[:, :, None]).squeeze(2)
+    return token_lp * batch.completion_mask.to(device)
+
+
+def completion_distributions(model: Any, batch: TokenBatch, temperature: float | torch.Tensor) -> torch.Tensor:
+    """[B, C, V] float32 log-softmax over the vocabulary at every completion position, at `temperature`
+    (constrained rows: the masked distribution the engine sampled from). Rows are meaningful only where
+    `batch.completion_mask` is 1. What `batch_logprobs` picks from; the update-size KL reads it whole."""
     temps = torch.as_tensor(temperature, dtype=torch.float32)
     if bool((temps <= 0).any()):
         raise ValueError(f"temperature {temperature}: log-probs need a positive sampling temperature")
@@ -89,9 +99,7 @@ def batch_logprobs(model: Any, batch: TokenBatch, temperature: float | torch.Ten
     scale = temps.to(device).reshape(-1, 1, 1) if temps.dim() == 1 else temps.to(device)
     if batch.bitmask is not None:  # constrained samples: the masked distribution the engine sampled from
         picked = mask_logits(picked, batch.bitmask)
-    logp = torch.log_softmax(picked.float() / scale, dim=-1)
-    token_lp = torch.gather(logp, 2, batch.completion_ids.to(device)[:, :, None]).squeeze(2)
-    return token_lp * batch.completion_mask.to(device)
+    return torch.log_softmax(picked.float() / scale, dim=-1)
 
 
 def adapter_context(model: Any, adapter_name: str | None) -> AbstractContextManager[Any]:

@@ -67,14 +67,30 @@ def adapter_state(model: Any, name: str) -> dict[str, Any]:
     return get_peft_model_state_dict(model, adapter_name=name)
 
 
-def save_adapter(model: Any, name: str, out_dir: str | Path) -> Path:
-    """Save adapter `name` as a standalone PEFT folder at `out_dir` (not PEFT's `<dir>/<name>/` nesting)."""
+def saved_name(parameter_name: str, adapter: str) -> str:
+    """A LoRA parameter's name in the model (`...q_proj.lora_A.act.weight`) as PEFT saves it
+    (`...q_proj.lora_A.weight`)."""
+    for part in ("lora_A", "lora_B"):
+        parameter_name = parameter_name.replace(f".{part}.{adapter}.", f".{part}.")
+    return parameter_name
+
+
+def save_adapter(model: Any, name: str, out_dir: str | Path,
+                 weights: dict[str, Any] | None = None) -> Path:
+    """Save adapter `name` as a standalone PEFT folder at `out_dir` (not PEFT's `<dir>/<name>/` nesting).
+    `weights` (by parameter name, e.g. the optimizer's float32 master) replace the module's own tensors."""
     from peft.utils import SAFETENSORS_WEIGHTS_NAME
     from safetensors.torch import save_file
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().to("cpu").contiguous() for k, v in adapter_state(model, name).items()}
+    if weights is not None:
+        given = {saved_name(k, name): v for k, v in weights.items()}
+        if set(given) != set(state):
+            raise ValueError(f"save_adapter {name!r}: the weights given name {len(given)} tensors, the "
+                             f"adapter has {len(state)} (e.g. {sorted(set(given) ^ set(state))[:2]})")
+        state = {k: given[k].detach().to("cpu").contiguous() for k in state}
     save_file(state, str(out / SAFETENSORS_WEIGHTS_NAME), metadata={"format": "pt"})
     model.peft_config[name].save_pretrained(str(out))
     return out

@@ -62,6 +62,9 @@ class EpisodePlan:
     # draws its own. Evaluation sets one without its label, so each evaluation of a run draws the same random
     # numbers on a seed and two policies' scores are compared on common random numbers.
     sample_key: str = ""
+    # a recorded position to start from (`info["state"]`, single-player games): `reset(seed=seed,
+    # options={"state": start_state})` reproduces it exactly; None starts from `seed` alone
+    start_state: dict[str, Any] | None = None
 
 
 @dataclass
@@ -168,7 +171,8 @@ async def _play_gymnasium(ctx: RunnerContext, plan: EpisodePlan) -> list[Traject
             ctx.env_pool, partial(ctx.env_hosts.make, plan.game, **plan.env_kwargs))
     else:
         env = make_env(plan.game, **plan.env_kwargs)
-    obs, info = await _timed(ctx, env.reset, seed=plan.seed)
+    options = {"state": plan.start_state} if plan.start_state is not None else None
+    obs, info = await _timed(ctx, env.reset, seed=plan.seed, options=options)
     seat = _Seat(ctx, plan, "player_0", "player")
     done = False
     while not done and (plan.max_steps is None or len(seat.traj.steps) < plan.max_steps):

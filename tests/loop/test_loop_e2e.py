@@ -92,3 +92,31 @@ def test_every_episode_enters_training_once(run):
     assert sum(t["reward_parts"]["act"]["n"] for t in trained) == sum(
         len([s for s in traj.samples if s.adapter == "act"])
         for p in run.shards.glob("it*.msgpack") for traj in read_shard(p).trajectories)
+
+
+def test_every_learner_step_records_how_far_the_served_policy_moved_and_the_probe_runs(run):
+    records = run.read_metrics()
+    steps = [r.get("train") or r.get("final_train") for r in records if r.get("train") or r.get("final_train")]
+    assert steps
+    for step in steps:
+        changes = step["served_change"]
+        # every adapter a step published has its served change; act's KL is on the probe's prompts
+        assert set(changes) == set(step["published"]) and "act" in changes, step["learner_step"]
+        for adapter, change in changes.items():
+            assert 0 <= change["changed_share"] <= 1 and change["kl_tokens"] > 0, (adapter, change)
+            if step["nonzero_advantages"].get(adapter, 0) > 0:
+                # a group with reward variance: the update moved the served weights and the policy
+                assert change["rel_change"] > 0 and change["changed_share"] > 0, (adapter, change)
+                assert change["kl"] > 0, (adapter, change)
+            else:
+                # no gradient (zero advantages, no KL term): a version was published, and the measure says
+                # that nothing moved
+                assert change["rel_change"] == change["changed_share"] == change["kl"] == 0, (adapter, change)
+    # the probe: after the cold start and every iteration, the bots beside the model on the same positions
+    probed = {r["iteration"]: r["probe"]["2048"] for r in records if "probe" in r}
+    assert sorted(probed) == [0, 1, 2, 3]
+    for entry in probed.values():
+        assert entry["model"]["n"] == entry["expert"]["n"] == entry["random"]["n"] == 16
+        assert entry["expert"]["mean_regret"] <= entry["random"]["mean_regret"]
+    written = json.loads((run.eval / "probe-it00003.json").read_text())
+    assert len(written["results"]["2048"]["model"]["regrets"]) == 16

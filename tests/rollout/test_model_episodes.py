@@ -79,6 +79,22 @@ def test_single_player_groups_run_together_and_record_exactly_what_happened(toke
     assert len({tuple(s.action for s in t.steps) for t in same_seed}) == 1  # scripted choices: same game
 
 
+@pytest.mark.parametrize("game", ["2048", "candy_crush", "tetris"])
+def test_an_episode_can_start_from_a_recorded_position(tokenizer, game):
+    """`EpisodePlan.start_state` (the probe's positions, same-state groups): the seat sees exactly the
+    recorded position, whatever the plan's seed."""
+    env = coplay_envs.make_env(game)
+    obs, info = env.reset(seed=3)
+    for _ in range(5):
+        obs, _, _, _, info = env.step(info["legal_actions"][-1])
+    engine = ScriptedEngine(tokenizer, first_legal)
+    plan = EpisodePlan(game, 99, f"{game}-probe", SeatPlayer("model", SEAT), max_steps=1,
+                       start_state=info["state"])
+    (traj,), _ = play(engine, [plan])
+    assert traj.steps[0].observation == obs and traj.steps[0].features_before == info["features"]
+    assert len(traj.steps) == 1 and traj.steps[0].action == info["legal_actions"][0]
+
+
 def test_self_play_seats_from_the_pool_each_get_their_own_record(tokenizer):
     engine = ScriptedEngine(tokenizer, first_legal)
     frozen = with_versions(SEAT, "act@v1", None)

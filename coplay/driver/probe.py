@@ -1,0 +1,120 @@
+"""The per-decision probe inside a run (`probe.every`): the policy decides once at each fixed probe position
+(`coplay.eval.probe`), on the run's rollout workers, and each choice is scored by its regret against the
+game's own lookahead; the random and expert bots are scored on the same positions, in the same file.
+
+Why it runs every iteration: one decision per position and no tile-spawn noise in the policy's part, so it
+sees a policy change that a few noisy episodes cannot. Its `act` samples are also the fixed prompts on which
+the next learner step measures the served policy's KL (`System.kl_prompts`). Results go to
+`eval/probe-it<k>.json` and the iteration's metrics line (`probe`). No ray here: the System does the remote
+calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from coplay.config import CoplayConfig
+from coplay.eval.protocol import player_seat
+from coplay.files import write_json_atomic
+from coplay.rollout.model_episodes import EpisodePlan
+from coplay.types import Trajectory, decode_shard
+
+BOTS = ("random", "expert")
+
+
+def probe_games(cfg: CoplayConfig) -> list[str]:
+    """The run's games that have a probe (the single-player games with lookahead parameters)."""
+    from coplay.eval.probe_values import DEFAULTS
+
+    return [g for g in cfg.games if g in DEFAULTS]
+
+
+@dataclass
+class RunProbe:
+    """The run's probes (one `ProbeSet` per game, built or read from the cache once) and the bots' scores
+    on them (deterministic, so computed once)."""
+
+    probes: dict[str, Any] = field(default_factory=dict)
+    bots: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, cfg: CoplayConfig) -> RunProbe:
+        from coplay.driver.progress import phase
+        from coplay.eval.probe import bot_actions, intervals_disjoint, load_or_build, score_actions
+
+        out = cls()
+        for game in probe_games(cfg):
+            with phase(f"probe: {game} ({cfg.probe.positions} positions)"):
+                probe = load_or_build(game, cfg.probe.cache_dir, n=cfg.probe.positions)
+                scores = {bot: score_actions(probe, bot_actions(probe, bot)) for bot in BOTS}
+            out.probes[game] = probe
+            out.bots[game] = {**scores, "bots_separate": intervals_disjoint(scores["expert"], scores["random"])
+                              and scores["expert"]["mean_regret"] < scores["random"]["mean_regret"]}
+        return out
+
+    def plans(self, cfg: CoplayConfig, versions: dict[str, int], label: str) -> list[EpisodePlan]:
+        """One single-decision episode per position, started from its recorded state, played by the model at
+        `versions` with the evaluation's sampling; sampling seeds depend on the position only (the same
+        random numbers at every iteration)."""
+        seat = player_seat(cfg, "model", versions)
+        plans = []
+        for game, probe in self.probes.items():
+            for i, position in enumerate(probe.positions):
+                key = f"probe-{game}-p{i}"
+                plans.append(EpisodePlan(game, position.seed, f"{label}-{key}", seat, {},
+                                         dict(position.env_kwargs), max_steps=1, sample_key=key,
+                                         start_state=position.state))
+        return plans
+
+    def score(self, trajectories: list[Trajectory], label: str) -> dict[str, Any]:
+        """Per game: the model's regret figures beside the bots' (`coplay.eval.probe.score_actions`) and the
+        model's regret at each position (for paired comparisons between iterations)."""
+        from coplay.eval.probe import judge, score_actions
+
+        by_id = {t.episode_id: t for t in trajectories}
+        out: dict[str, Any] = {}
+        for game, probe in self.probes.items():
+            actions = []
+            for i in range(len(probe.positions)):
+                traj = by_id.get(f"{label}-probe-{game}-p{i}")
+                step = traj.steps[0] if traj is not None and traj.steps else None
+                actions.append(None if step is None or step.parse_error else step.action)
+            model = score_actions(probe, actions)
+            model["regrets"] = [judge(p, a).regret for p, a in zip(probe.positions, actions, strict=True)]
+            out[game] = {"model": model, **self.bots[game], "probe_version": probe.version,
+                         "probe_sha256": probe.sha256, "params": probe.params.as_dict()}
+        return out
+
+
+def probe_due(cfg: CoplayConfig, iteration: int) -> bool:
+    """After the cold start (iteration 0) and every `probe.every` iterations, when the run has a probe."""
+    every = cfg.probe.every
+    return bool(every) and iteration % every == 0 and bool(probe_games(cfg))
+
+
+def run_probe(system: Any, run_probe_set: RunProbe, iteration: int, versions: dict[str, int],
+              bank_versions: dict[str, int]) -> dict[str, Any]:
+    """The probe on the workers at the given versions; writes `eval/probe-it<k>.json`, keeps the `act`
+    samples as the next learner step's KL prompts, and returns the per-game summary (without per-position
+    regrets) for the metrics line."""
+    cfg = system.cfg
+    label = f"probe-it{iteration}"
+    plans = run_probe_set.plans(cfg, versions, label)
+    system.sync(versions, [], bank_versions, keep_frozen=True)
+    results = system.gather(system.launch(iteration, plans), "probe")
+    trajectories = [t for r in results for t in decode_shard(r.shard, label).trajectories]
+    system.probe_prompts = [s for t in trajectories for s in t.samples if s.adapter == "act"]
+    scored = run_probe_set.score(trajectories, label)
+    write_json_atomic(system.run.eval / f"probe-it{iteration:05d}.json",
+                      {"meta": {"iteration": iteration, "versions": versions, "bank_versions": bank_versions,
+                                "temperature": cfg.eval.temperature}, "results": scored})
+    return {game: {"model": _brief(entry["model"]), "expert": _brief(entry["expert"]),
+                   "random": _brief(entry["random"]), "bots_separate": entry["bots_separate"]}
+            for game, entry in scored.items()}
+
+
+def _brief(score: dict[str, Any]) -> dict[str, Any]:
+    r = score["regret"]
+    return {"n": score["n"], "mean_regret": score["mean_regret"], "ci95": [r["ci_low"], r["ci_high"]],
+            "best_share": score["best_share"], "invalid_share": score["invalid_share"]}

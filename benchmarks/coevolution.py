@@ -155,6 +155,12 @@ def paired(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[
     return d.as_dict() if d is not None else None
 
 
+def bots_in_order(bots: dict[str, Any]) -> list[tuple[str, Any]]:
+    """random, expert, heuristic (the results JSON stores its keys sorted; the table keeps one order)."""
+    order = ("random", "expert", "heuristic")
+    return sorted(bots.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]))
+
+
 def game_check(runs: list[dict[str, Any]], game: str) -> dict[str, Any] | None:
     """The protocol check of a game's runs (they share one protocol; None: results from before the ruler)."""
     return next((r["protocol_check"] for r in runs if r["game"] == game and r.get("protocol_check")), None)
@@ -195,7 +201,7 @@ def table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row(run, derived, start, f"{run['variant']} at iteration 0", None)
     for game in dict.fromkeys(r["game"] for r in runs):
         source = next((r for r in runs if r["game"] == game and r.get("bots")), None)
-        for bot, score in (source or {}).get("bots", {}).items():
+        for bot, score in bots_in_order((source or {}).get("bots", {})):
             row(source, f"{bot} bot", score, None, None, bot=True)
     return rows
 
@@ -286,7 +292,7 @@ def plot(path: Path, runs: list[dict[str, Any]], games: list[str]) -> None:
             ax.fill_between(xs, [p["ci_low"] for p in run["curve"]], [p["ci_high"] for p in run["curve"]],
                             color=color, alpha=0.15)
         source = next((r for r in runs if r["game"] == game and r.get("bots")), None)
-        for bot, score in (source or {}).get("bots", {}).items():
+        for bot, score in bots_in_order((source or {}).get("bots", {})):
             color, line = BOT_STYLE.get(bot, ("grey", ":"))
             ax.axhline(score["mean"], color=color, linestyle=line, label=f"{bot} bot")
             ax.axhspan(score["ci_low"], score["ci_high"], color=color, alpha=0.08)

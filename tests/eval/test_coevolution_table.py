@@ -74,3 +74,12 @@ def test_results_from_before_the_ruler_are_not_summarised_as_a_result():
     assert not any(r["bot"] for r in rows) and rows[0]["paired_minus_cold_start"] is None
     assert summary_lines(rows) == ["2048: protocol not checked (runs from before the ruler): no difference "
                                    "below is reported as a result"]
+
+
+def test_the_bots_keep_their_order_after_a_round_trip_through_the_results_json():
+    import json
+
+    runs = _runs(random=[5, 6, 7, 8], expert=[100, 110, 120, 130])
+    reread = json.loads(json.dumps(runs, sort_keys=True))  # as write_results stores them
+    assert [r["variant"] for r in table(reread)] == [r["variant"] for r in table(runs)]
+    assert [r["variant"] for r in table(runs) if r["bot"]] == ["random bot", "expert bot"]

@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or ("lr-sweep-quick" if args.quick else "lr-sweep")
     lrs = [float(x) for x in args.lrs.split(",")][: 2 if args.quick else None]
     settings: dict[str, Any] = {}
+    commit = _commit()
     for epochs in [int(x) for x in args.epochs.split(",")]:
         for lr in lrs:
             label = f"lr={lr:g} epochs={epochs}"
@@ -120,12 +121,13 @@ def main(argv: list[str] | None = None) -> int:
             settings[label] = {**read_run(run_root), "seconds": round(time.perf_counter() - started, 1),
                                "overrides": overrides}
             print(f"{label}: {settings[label]['seconds']} s, {run_root}", file=sys.stderr)
-    body = {"name": name, "command": "python -m benchmarks.lr_sweep " + " ".join(argv or sys.argv[1:]),
-            "commit": _commit(), "config": config, "settings": settings}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(body, indent=2) + "\n")
-    (out / f"{name}.md").write_text(markdown(body))
+            # after every setting, so a stopped sweep keeps what it measured
+            body = {"name": name, "command": "python -m benchmarks.lr_sweep " + " ".join(argv or sys.argv[1:]),
+                    "commit": commit, "config": config, "settings": settings}
+            out = Path(args.out)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"{name}.json").write_text(json.dumps(body, indent=2) + "\n")
+            (out / f"{name}.md").write_text(markdown(body))
     print(json.dumps({"name": name, "settings": {k: {"steps": v["steps"]} for k, v in settings.items()}},
                      indent=2))
     return 0

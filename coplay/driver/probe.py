@@ -37,6 +37,8 @@ class RunProbe:
 
     probes: dict[str, Any] = field(default_factory=dict)
     bots: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the newest probe's (versions, bank versions, iteration, summary): the same policy is not probed twice
+    last: tuple[dict[str, int], dict[str, int], int, dict[str, Any]] | None = None
 
     @classmethod
     def load(cls, cfg: CoplayConfig) -> RunProbe:
@@ -97,8 +99,13 @@ def run_probe(system: Any, run_probe_set: RunProbe, iteration: int, versions: di
               bank_versions: dict[str, int]) -> dict[str, Any]:
     """The probe on the workers at the given versions; writes `eval/probe-it<k>.json`, keeps the `act`
     samples as the next learner step's KL prompts, and returns the per-game summary (without per-position
-    regrets) for the metrics line."""
+    regrets) for the metrics line. Versions already probed are not played again: the summary names the
+    iteration whose figures it repeats (`same_policy_as_iteration`) and no file is written."""
     cfg = system.cfg
+    last = run_probe_set.last
+    if last is not None and last[0] == versions and last[1] == bank_versions:
+        # e.g. iteration 1 with staleness 1 plays the cold start's adapters again: its figures stand
+        return {**last[3], "same_policy_as_iteration": last[2]}
     label = f"probe-it{iteration}"
     plans = run_probe_set.plans(cfg, versions, label)
     system.sync(versions, [], bank_versions, keep_frozen=True)
@@ -109,9 +116,11 @@ def run_probe(system: Any, run_probe_set: RunProbe, iteration: int, versions: di
     write_json_atomic(system.run.eval / f"probe-it{iteration:05d}.json",
                       {"meta": {"iteration": iteration, "versions": versions, "bank_versions": bank_versions,
                                 "temperature": cfg.eval.temperature}, "results": scored})
-    return {game: {"model": _brief(entry["model"]), "expert": _brief(entry["expert"]),
-                   "random": _brief(entry["random"]), "bots_separate": entry["bots_separate"]}
-            for game, entry in scored.items()}
+    summary = {game: {"model": _brief(entry["model"]), "expert": _brief(entry["expert"]),
+                      "random": _brief(entry["random"]), "bots_separate": entry["bots_separate"]}
+               for game, entry in scored.items()}
+    run_probe_set.last = (dict(versions), dict(bank_versions), iteration, summary)
+    return summary
 
 
 def _brief(score: dict[str, Any]) -> dict[str, Any]:

@@ -104,17 +104,17 @@ def test_every_learner_step_records_how_far_the_served_policy_moved_and_the_prob
         assert set(changes) == set(step["published"]) and "act" in changes, step["learner_step"]
         for adapter, change in changes.items():
             assert 0 <= change["changed_share"] <= 1 and change["kl_tokens"] > 0, (adapter, change)
+            assert change["rel_change"] >= 0 and change["kl"] >= 0, (adapter, change)
             if step["nonzero_advantages"].get(adapter, 0) > 0:
-                # a group with reward variance: the update moved the served weights and the policy
+                # a group with reward variance: the update moved the served weights and the policy (without
+                # one an adapter moves only by AdamW's momentum from earlier steps, or not at all)
                 assert change["rel_change"] > 0 and change["changed_share"] > 0, (adapter, change)
                 assert change["kl"] > 0, (adapter, change)
-            else:
-                # no gradient (zero advantages, no KL term): a version was published, and the measure says
-                # that nothing moved
-                assert change["rel_change"] == change["changed_share"] == change["kl"] == 0, (adapter, change)
     # the probe: after the cold start and every iteration, the bots beside the model on the same positions
     probed = {r["iteration"]: r["probe"]["2048"] for r in records if "probe" in r}
     assert sorted(probed) == [0, 1, 2, 3]
+    # staleness 1: iteration 1 plays the cold start's adapters, whose probe is not played twice
+    assert probed[1]["same_policy_as_iteration"] == 0 and not (run.eval / "probe-it00001.json").exists()
     for entry in probed.values():
         assert entry["model"]["n"] == entry["expert"]["n"] == entry["random"]["n"] == 16
         assert entry["expert"]["mean_regret"] <= entry["random"]["mean_regret"]

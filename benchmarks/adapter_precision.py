@@ -72,7 +72,8 @@ def measure(backend: str, model_cfg: Any, folders: dict[str, Path], dtype: str) 
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rel", type=float, default=1e-3)
     parser.add_argument("--backends", default="vllm,hf")
     parser.add_argument("--dtype", default="bfloat16")

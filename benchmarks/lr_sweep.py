@@ -88,12 +88,14 @@ def markdown(body: dict[str, Any]) -> str:
                 delta = "" if d is None else f"{d['mean']:+.2f} [{d['ci_low']:+.2f}, {d['ci_high']:+.2f}]"
                 lines.append(f"| {setting} | {iteration} | {game} | {m['mean_regret']:.2f} "
                              f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}] | {m['best_share']:.0%} | "
-                             f"{m['invalid_share']:.0%} | {row['expert']:.2f} | {row['random']:.2f} | {delta} |")
+                             f"{m['invalid_share']:.0%} | {row['expert']:.2f} | {row['random']:.2f} | "
+                             f"{delta} |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=None)
     parser.add_argument("--lrs", default="2e-5,1e-4,4e-4", help="comma-separated learner.lr values")
     parser.add_argument("--epochs", default="1", help="comma-separated learner.epochs values")
@@ -122,8 +124,9 @@ def main(argv: list[str] | None = None) -> int:
                                "overrides": overrides}
             print(f"{label}: {settings[label]['seconds']} s, {run_root}", file=sys.stderr)
             # after every setting, so a stopped sweep keeps what it measured
-            body = {"name": name, "command": "python -m benchmarks.lr_sweep " + " ".join(argv or sys.argv[1:]),
-                    "commit": commit, "config": config, "settings": settings}
+            command = "python -m benchmarks.lr_sweep " + " ".join(argv or sys.argv[1:])
+            body = {"name": name, "command": command, "commit": commit, "config": config,
+                    "settings": settings}
             out = Path(args.out)
             out.mkdir(parents=True, exist_ok=True)
             (out / f"{name}.json").write_text(json.dumps(body, indent=2) + "\n")

@@ -1,8 +1,8 @@
 """The co-evolution loop (docs/architecture.md), top to bottom: cold start, then per iteration k
 sync -> rollouts k  ||  bank update over k-1  ||  GRPO step k-1 (staleness >= 1) -> collect
--> (s = 0: GRPO step k) -> evaluation, probe, metrics, checkpoint. Rollouts of k use the adapters of learner step
-max(0, k-1-s) and the bank built from iterations <= k-2 (`coplay.driver.schedule`); learner step j trains on
-the samples of iteration j, so every episode lands in training exactly once. Dead rollout workers and bank
+-> (s = 0: GRPO step k) -> evaluation, probe, metrics, checkpoint. Rollouts of k use the adapters of learner
+step max(0, k-1-s) and the bank built from iterations <= k-2 (`coplay.driver.schedule`); learner step j trains
+on the samples of iteration j, so every episode lands in training exactly once. Dead rollout workers and bank
 updates are re-run (`System.gather`, `System.bank_result`); `resume` continues a run folder from its last
 checkpoint (`coplay.driver.state`). Only this module and `coplay/actors/` import ray.
 """

@@ -27,3 +27,38 @@ def test_the_closing_table_puts_the_run_beside_both_bots_on_the_same_protocol(tm
         assert saved["meta"]["player"] == bot and saved["results"]["2048"]["episodes"] == 3
     expert = json.loads((tmp_path / "eval" / "bots-expert.json").read_text())["results"]["2048"]["score"]
     assert f"{expert['mean']:9.1f}" in lines[3]
+
+
+def _probe_file(folder, iteration: int, regrets: list[float], separate: bool = True) -> None:
+    def score(values: list[float]) -> dict:
+        return {"n": len(values), "mean_regret": sum(values) / len(values),
+                "regret": summarize(values).as_dict(),
+                "best_share": 0.5, "invalid_share": 0.0, "regrets": values}
+
+    folder.mkdir(parents=True, exist_ok=True)
+    body = {"meta": {"iteration": iteration},
+            "results": {"2048": {"model": score(regrets), "random": score([9.0, 11.0, 10.0, 12.0]),
+                                 "expert": score([1.0, 2.0, 1.5, 1.0]), "bots_separate": separate}}}
+    (folder / f"probe-it{iteration:05d}.json").write_text(json.dumps(body))
+
+
+def test_the_closing_lines_give_the_probe_with_the_bots_and_the_paired_change(tmp_path):
+    from coplay.driver.demo import probe_lines
+
+    _probe_file(tmp_path / "eval", 0, [8.0, 6.0, 7.0, 9.0])
+    _probe_file(tmp_path / "eval", 2, [4.0, 3.0, 5.0, 4.0])
+    text = "\n".join(probe_lines(tmp_path))
+    assert "(iteration 0)" in text and "(iteration 2)" in text
+    assert "random bot" in text and "expert bot" in text
+    # 4 positions, each 3.5 lower on average: the paired difference with its interval
+    assert "iteration 2 minus iteration 0: -3.50" in text and "paired over 4 positions" in text
+
+
+def test_a_probe_on_which_the_bots_do_not_separate_is_not_reported_as_a_result(tmp_path):
+    from coplay.driver.demo import probe_lines
+
+    _probe_file(tmp_path / "eval", 0, [8.0, 6.0, 7.0, 9.0], separate=False)
+    _probe_file(tmp_path / "eval", 2, [4.0, 3.0, 5.0, 4.0], separate=False)
+    text = "\n".join(probe_lines(tmp_path))
+    assert "not a result" in text and "minus iteration" not in text
+    assert probe_lines(tmp_path / "nothing") == []

@@ -36,6 +36,7 @@ from coplay.config.base import (
 )
 from coplay.config.curriculum import CurriculumConfig
 from coplay.config.loading import ConfigError, apply_override, load_config, parse_override, read_yaml
+from coplay.config.probe import ProbeConfig
 from coplay.config.selfplay import LeagueConfig, SelfPlayConfig
 from coplay.config.skill_bank import (
     BoundaryConfig,
@@ -45,7 +46,6 @@ from coplay.config.skill_bank import (
     SkillBankConfig,
 )
 from coplay.config.training import require_trainable
-from coplay.config.probe import ProbeConfig
 from coplay.config.tree import (
     ClusterConfig,
     CoplayConfig,

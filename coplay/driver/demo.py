@@ -91,6 +91,41 @@ def bots_beside_run(run_root: Path, cfg: Any) -> list[str]:
     return lines
 
 
+def probe_lines(run_root: Path) -> list[str]:
+    """The per-decision probe's closing lines (`eval/probe-it<k>.json`): per game the first and the last
+    probed policy's mean regret next to the random and expert bots' on the same positions, and the last minus
+    the first, paired over the positions (95% t). [] when the run probed nothing."""
+    from coplay.eval.stats import paired_difference
+
+    files = sorted((run_root / "eval").glob("probe-it*.json"))
+    if not files:
+        return []
+    first, last = (json.loads(p.read_text()) for p in (files[0], files[-1]))
+    lines = []
+    for game, entry in last["results"].items():
+        n = entry["model"]["n"]
+        lines.append(f"probe on {game}: {n} fixed positions, one decision each, mean regret against the "
+                     f"game's lookahead [95% CI] (lower is better)")
+        rows = [(f"the run's adapters (iteration {first['meta']['iteration']})",
+                 first["results"][game]["model"]),
+                (f"the run's adapters (iteration {last['meta']['iteration']})", entry["model"]),
+                ("random bot", entry["random"]), ("expert bot", entry["expert"])]
+        for name, score in rows[1:] if files[0] == files[-1] else rows:
+            r = score["regret"]
+            lines.append(f"  {name:<40} {score['mean_regret']:9.2f}  [{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
+                         f"  best {score['best_share']:.0%}  invalid {score['invalid_share']:.0%}")
+        if not entry["bots_separate"]:
+            lines.append(f"  {game}: the bots' regret intervals overlap on this probe: not a result")
+        elif files[0] != files[-1]:
+            before = dict(enumerate(first["results"][game]["model"]["regrets"]))
+            d = paired_difference(before, dict(enumerate(entry["model"]["regrets"])))
+            if d is not None:
+                lines.append(f"  {game}: iteration {last['meta']['iteration']} minus iteration "
+                             f"{first['meta']['iteration']}: {d.difference:+.2f} [{d.ci_low:.2f}, "
+                             f"{d.ci_high:.2f}] regret, paired over {d.n} positions (95% t)")
+    return lines
+
+
 def run_demo(overrides: list[str] | None = None, config: str | Path | None = None) -> Path:
     """The demo run (`config`, default `DEMO_CONFIG`, plus dotted overrides), then its bank report, score
     plot and run report; prints where everything is and returns the run folder."""
@@ -122,7 +157,7 @@ def run_demo(overrides: list[str] | None = None, config: str | Path | None = Non
     print(f"  banks:      {run_root / 'banks'}  (report: {bank_report})")
     print(f"  score plot: {plot}")
     print(f"  report:     {report}")
-    for line in against_bots:
+    for line in [*against_bots, *probe_lines(run_root)]:
         print(line)
     print(f"demo finished in {time.time() - started:.0f} s")
     return run_root

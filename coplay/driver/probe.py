@@ -51,8 +51,9 @@ class RunProbe:
                 probe = load_or_build(game, cfg.probe.cache_dir, n=cfg.probe.positions)
                 scores = {bot: score_actions(probe, bot_actions(probe, bot)) for bot in BOTS}
             out.probes[game] = probe
-            out.bots[game] = {**scores, "bots_separate": intervals_disjoint(scores["expert"], scores["random"])
-                              and scores["expert"]["mean_regret"] < scores["random"]["mean_regret"]}
+            separate = (intervals_disjoint(scores["expert"], scores["random"])
+                        and scores["expert"]["mean_regret"] < scores["random"]["mean_regret"])
+            out.bots[game] = {**scores, "bots_separate": separate}
         return out
 
     def plans(self, cfg: CoplayConfig, versions: dict[str, int], label: str) -> list[EpisodePlan]:

@@ -75,7 +75,8 @@ def batch_logprobs(model: Any, batch: TokenBatch, temperature: float | torch.Ten
     return token_lp * batch.completion_mask.to(device)
 
 
-def completion_distributions(model: Any, batch: TokenBatch, temperature: float | torch.Tensor) -> torch.Tensor:
+def completion_distributions(model: Any, batch: TokenBatch,
+                             temperature: float | torch.Tensor) -> torch.Tensor:
     """[B, C, V] float32 log-softmax over the vocabulary at every completion position, at `temperature`
     (constrained rows: the masked distribution the engine sampled from). Rows are meaningful only where
     `batch.completion_mask` is 1. What `batch_logprobs` picks from; the update-size KL reads it whole."""

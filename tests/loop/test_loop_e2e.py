@@ -96,7 +96,8 @@ def test_every_episode_enters_training_once(run):
 
 def test_every_learner_step_records_how_far_the_served_policy_moved_and_the_probe_runs(run):
     records = run.read_metrics()
-    steps = [r.get("train") or r.get("final_train") for r in records if r.get("train") or r.get("final_train")]
+    steps = [r.get("train") or r.get("final_train") for r in records
+             if r.get("train") or r.get("final_train")]
     assert steps
     for step in steps:
         changes = step["served_change"]

@@ -374,8 +374,8 @@ def ratio(a: dict, b: dict, key: str = "generated_tokens_per_s") -> float | None
     return a[key] / b[key]
 
 
-def measure_peak(threads: int, seconds: float) -> dict[str, dict]:
-    return {d: matmul_peak(d, threads, min_seconds=seconds) for d in ("float32", "bfloat16")}
+def measure_peak(threads: int, seconds: float, n: int = 2048) -> dict[str, dict]:
+    return {d: matmul_peak(d, threads, n=n, min_seconds=seconds) for d in ("float32", "bfloat16")}
 
 
 def lora_ops_part(args: argparse.Namespace, threads: int) -> list[dict]:
@@ -405,6 +405,7 @@ def main() -> None:
     parser.add_argument("--op-tokens", type=int, default=470, help="prefill tokens of the LoRA op timing")
     parser.add_argument("--op-seconds", type=float, default=1.0)
     parser.add_argument("--peak-seconds", type=float, default=2.0)
+    parser.add_argument("--peak-n", type=int, default=2048, help="matrix size of the matmul peak")
     parser.add_argument("--learner-flags", default="--batch 1 --repeats 2 --rounds 1 --prompt-len 64 "
                                                    "--completion-len 16 --micro-batch 1")
     parser.add_argument("--placement-flags", default="--top 8 --batches 2 --batch 1 --rounds 1 --held-out 1")
@@ -418,6 +419,8 @@ def main() -> None:
     if args.quick:
         args.model, args.requests, args.sets, args.max_tokens, args.rank = "tiny", 4, 2, 4, 8
         args.op_tokens, args.op_seconds, args.peak_seconds = 64, 0.05, 0.2
+        # a CPU without native bfloat16 (AVX2 only) runs a 2048^3 bf16 matmul in about a minute
+        args.peak_n = 256
         args.learner_flags = ("--batch 1 --repeats 1 --rounds 1 --prompt-len 16 --completion-len 4 "
                               "--micro-batch 1")
         args.placement_flags = "--top 1 --batches 1 --batch 1 --rounds 1 --held-out 1 --user-only"
@@ -430,7 +433,7 @@ def main() -> None:
                            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
                            "load_average_start": list(os.getloadavg()),
                            "flop_per_forward_token": FLOP_PER_FORWARD_TOKEN}
-    peaks = [measure_peak(threads, args.peak_seconds)]
+    peaks = [measure_peak(threads, args.peak_seconds, args.peak_n)]
     with tempfile.TemporaryDirectory(prefix="coplay-bench-smollm2-") as tmp:
         work = Path(tmp)
         args.cache = str(work / "tiny-cache")
@@ -462,7 +465,7 @@ def main() -> None:
     if "placement" in parts:
         out["placement"] = _json_process([sys.executable, "-m", "benchmarks.lora_placement", "--model",
                                           args.model, *args.placement_flags.split()], None, 2 * args.timeout)
-    peaks.append(measure_peak(threads, args.peak_seconds))
+    peaks.append(measure_peak(threads, args.peak_seconds, args.peak_n))
     out["peak"] = {"start": peaks[0], "end": peaks[1],
                    "gflops": {d: max(p[d]["gflops"] for p in peaks) for d in ("float32", "bfloat16")}}
     out.update(derive(out, out["peak"]["gflops"]))

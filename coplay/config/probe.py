@@ -21,6 +21,7 @@ class ProbeConfig(Section):
         None, description="where built probes are kept (None: ~/.cache/coplay/probes); rebuilt when absent "
                           "or when their version, parameters or checksum do not match")
     kl_prompts: int = Field(
-        8, ge=0, description="per learner step and adapter, the prompts on which KL(prev ‖ new) of the "
+        4, ge=0, description="per learner step and adapter, the prompts on which KL(prev ‖ new) of the "
                              "served policy is measured: the probe's act prompts, else the step's own "
-                             "first samples (0 = weight change only)")
+                             "first samples (0 = weight change only); two forwards of the policy per "
+                             "prompt and published adapter")

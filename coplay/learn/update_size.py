@@ -87,6 +87,9 @@ def weight_change(prev: dict[str, torch.Tensor], new: dict[str, torch.Tensor]) -
 
 def token_kl(logp_prev: torch.Tensor, logp_new: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Per-token KL(prev ‖ new) from [..., V] log-distributions; a flat tensor of the tokens where `mask`
-    ([...], nonzero = a real completion token) holds. Never negative beyond rounding."""
-    kl = (logp_prev.exp() * (logp_prev - logp_new)).sum(-1)
+    ([...], nonzero = a real completion token) holds. Tokens `prev` gives no mass (a constrained answer's
+    masked logits: log-prob -inf in both) add nothing, rather than 0 · (−inf − −inf) = NaN."""
+    p_prev = logp_prev.exp()
+    gap = torch.where(p_prev > 0, logp_prev - logp_new, torch.zeros_like(logp_prev))
+    kl = (p_prev * gap).sum(-1)
     return kl[mask.bool()].clamp_min(0.0)

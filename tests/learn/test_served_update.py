@@ -50,6 +50,12 @@ def test_token_kl_is_zero_for_equal_and_positive_for_different_distributions():
     kl = token_kl(p, q, mask)
     expected = float((p[0, 0].exp() * (p[0, 0] - q[0, 0])).sum())
     assert kl.shape == (1,) and float(kl[0]) == pytest.approx(expected) and expected > 0
+    # a constrained answer's masked tokens (-inf in both) add nothing; the KL stays finite
+    masked_p, masked_q = p.clone(), q.clone()
+    masked_p[..., 2] = masked_q[..., 2] = float("-inf")
+    masked_p, masked_q = masked_p.log_softmax(-1), masked_q.log_softmax(-1)
+    kl = token_kl(masked_p, masked_q, mask)
+    assert torch.isfinite(kl).all() and float(kl[0]) > 0
 
 
 def _smollm2_scale_learner(cache: str):

@@ -42,14 +42,34 @@ def paired(before: list[float], after: list[float]) -> dict[str, Any]:
     return summarize(diffs).as_dict()
 
 
+def as_bf16_served(run_root: Path, adapter: str, version: int) -> dict[str, float] | None:
+    """How a step's exported update (`adapters/<adapter>/v<n-1>` -> `v<n>`, float32) would land on a server
+    that casts LoRA weights to bfloat16 (vLLM on a bf16 model): relative change and share of elements
+    changed after the cast. None when a version folder is missing."""
+    import torch
+    from safetensors.torch import load_file
+
+    from coplay.learn.update_size import as_served, weight_change
+
+    paths = [run_root / "adapters" / adapter / f"v{v}" / "adapter_model.safetensors"
+             for v in (version - 1, version)]
+    if not all(p.is_file() for p in paths):
+        return None
+    prev, new = (as_served(load_file(str(p)), torch.bfloat16) for p in paths)
+    rel, share = weight_change(prev, new)
+    return {"rel_change": rel, "changed_share": share}
+
+
 def read_run(run_root: Path) -> dict[str, Any]:
     """The sweep's figures from one run folder (metrics.jsonl and eval/probe-it*.json)."""
     records = [json.loads(line) for line in (run_root / "metrics.jsonl").read_text().splitlines() if line]
     steps = []
     for r in records:
         train = r.get("train") or r.get("final_train")
-        if train and train.get("served_change"):
-            steps.append({"learner_step": train["learner_step"], **train["served_change"].get("act", {})})
+        act = (train or {}).get("served_change", {}).get("act")
+        if act:
+            steps.append({"learner_step": train["learner_step"], **act,
+                          "as_bf16_served": as_bf16_served(run_root, "act", int(act["version"]))})
     probes = {}
     for path in sorted((run_root / "eval").glob("probe-it*.json")):
         body = json.loads(path.read_text())
@@ -71,13 +91,16 @@ def read_run(run_root: Path) -> dict[str, Any]:
 
 def markdown(body: dict[str, Any]) -> str:
     lines = [f"# {body['name']}", "", f"`{body['command']}` (commit {body['commit']})", "",
-             "| setting | learner step | act Δ served (rel) | elements changed | KL(prev‖new) |",
-             "|---|---|---|---|---|"]
+             "| setting | learner step | act Δ served (rel) | elements changed | KL(prev‖new) | "
+             "served in bf16: Δ (rel) | served in bf16: elements changed |",
+             "|---|---|---|---|---|---|---|"]
     for setting, result in body["settings"].items():
         for s in result["steps"]:
             kl = "n/a" if s.get("kl") is None else f"{s['kl']:.2e}"
+            bf16 = s.get("as_bf16_served") or {}
+            bf16_cells = (f"{bf16['rel_change']:.2e} | {bf16['changed_share']:.1%}" if bf16 else "n/a | n/a")
             lines.append(f"| {setting} | {s['learner_step']} | {s['rel_change']:.2e} | "
-                         f"{s['changed_share']:.1%} | {kl} |")
+                         f"{s['changed_share']:.1%} | {kl} | {bf16_cells} |")
     lines += ["", "| setting | iteration | game | model regret [95% CI] | best share | invalid share | "
               "expert | random | Δ vs cold start, paired [95% CI] |", "|---|---|---|---|---|---|---|---|---|"]
     for setting, result in body["settings"].items():
@@ -93,6 +116,12 @@ def markdown(body: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_table(out: Path, body: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{body['name']}.json").write_text(json.dumps(body, indent=2) + "\n")
+    (out / f"{body['name']}.md").write_text(markdown(body))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -102,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default=None)
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--from-runs", nargs="*", default=None, metavar="LABEL=RUN_DIR",
+                        help="rebuild the table from finished run folders instead of training")
     parser.add_argument("overrides", nargs="*", help="dotted overrides for every run")
     args = parser.parse_args(argv)
 
@@ -110,6 +141,15 @@ def main(argv: list[str] | None = None) -> int:
 
     config = args.config or (QUICK_CONFIG if args.quick else CONFIG)
     name = args.name or ("lr-sweep-quick" if args.quick else "lr-sweep")
+    if args.from_runs is not None:
+        settings = {}
+        for item in args.from_runs:
+            label, _, folder = item.rpartition("=")  # labels hold "=" (lr=1e-4 epochs=1), folders do not
+            settings[label] = {**read_run(Path(folder)), "from_run": folder}
+        write_table(Path(args.out), {"name": name, "command": "python -m benchmarks.lr_sweep "
+                                     + " ".join(argv or sys.argv[1:]), "commit": _commit(),
+                                     "config": config, "settings": settings})
+        return 0
     lrs = [float(x) for x in args.lrs.split(",")][: 2 if args.quick else None]
     settings: dict[str, Any] = {}
     commit = _commit()
@@ -125,12 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label}: {settings[label]['seconds']} s, {run_root}", file=sys.stderr)
             # after every setting, so a stopped sweep keeps what it measured
             command = "python -m benchmarks.lr_sweep " + " ".join(argv or sys.argv[1:])
-            body = {"name": name, "command": command, "commit": commit, "config": config,
-                    "settings": settings}
-            out = Path(args.out)
-            out.mkdir(parents=True, exist_ok=True)
-            (out / f"{name}.json").write_text(json.dumps(body, indent=2) + "\n")
-            (out / f"{name}.md").write_text(markdown(body))
+            write_table(Path(args.out), {"name": name, "command": command, "commit": commit, "config": config,
+                                         "settings": settings})
     print(json.dumps({"name": name, "settings": {k: {"steps": v["steps"]} for k, v in settings.items()}},
                      indent=2))
     return 0

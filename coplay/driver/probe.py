@@ -100,13 +100,13 @@ def run_probe(system: Any, run_probe_set: RunProbe, iteration: int, versions: di
               bank_versions: dict[str, int]) -> dict[str, Any]:
     """The probe on the workers at the given versions; writes `eval/probe-it<k>.json`, keeps the `act`
     samples as the next learner step's KL prompts, and returns the per-game summary (without per-position
-    regrets) for the metrics line. Versions already probed are not played again: the summary names the
+    regrets) for the metrics line. Versions already probed are not played again: each game's entry names the
     iteration whose figures it repeats (`same_policy_as_iteration`) and no file is written."""
     cfg = system.cfg
     last = run_probe_set.last
     if last is not None and last[0] == versions and last[1] == bank_versions:
         # e.g. iteration 1 with staleness 1 plays the cold start's adapters again: its figures stand
-        return {**last[3], "same_policy_as_iteration": last[2]}
+        return {game: {**entry, "same_policy_as_iteration": last[2]} for game, entry in last[3].items()}
     label = f"probe-it{iteration}"
     plans = run_probe_set.plans(cfg, versions, label)
     system.sync(versions, [], bank_versions, keep_frozen=True)

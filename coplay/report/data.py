@@ -58,11 +58,15 @@ class RunData:
     evals: list[EvalFile]
     banks: dict[str, list[Bank]]
     problems: list[str] = field(default_factory=list)  # files that could not be read, named with the reason
+    probes: list[EvalFile] = field(default_factory=list)  # eval/probe-it<k>.json (coplay.driver.probe)
 
 
-def _read_evals(run: RunDir, problems: list[str]) -> list[EvalFile]:
+def _read_evals(run: RunDir, problems: list[str], probes: bool = False) -> list[EvalFile]:
+    """The evaluation files of `eval/` (`probes`: the per-decision probe's `probe-it<k>.json` instead)."""
     evals = []
     for path in sorted(run.eval.glob("*.json")):
+        if path.name.startswith("probe-") != probes:
+            continue
         try:
             data = json.loads(path.read_text())
         except json.JSONDecodeError as exc:
@@ -103,7 +107,7 @@ def load_run(run_dir: str | Path | RunDir) -> RunData:
     cold = next((r for r in records if "cold_start" in r), None)
     iterations = sorted((r for r in records if "scores" in r or "timings" in r), key=lambda r: r["iteration"])
     return RunData(run.root, run.config_path.read_text(), iterations, cold, _read_evals(run, problems),
-                   _read_banks(run, problems), problems)
+                   _read_banks(run, problems), problems, _read_evals(run, problems, probes=True))
 
 
 def _num(value: Any) -> float | None:

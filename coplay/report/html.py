@@ -92,6 +92,7 @@ SECTIONS = (
     ("skills", "Skill analysis", skill_views.run_report_section),
     ("league", "Self-play league", sections.league),
     ("eval", "Evaluations", sections.evaluations),
+    ("probe", "Per-decision probe", sections.probes),
     ("throughput", "Throughput", sections.throughput),
 )
 

@@ -211,6 +211,31 @@ def _seat_table(game: str, roles: dict[str, list[float]]) -> str:
             f"<th>episodes</th><th>{what}</th></tr>{''.join(rows)}</table>")
 
 
+def probes(data: RunData) -> str:
+    """The per-decision probe of each probed iteration (`eval/probe-it<k>.json`): the model's mean regret
+    beside the random and expert bots' on the same positions (docs/evaluation.md)."""
+    if not data.probes:
+        return _none("No probe in eval/ (probe.every = 0, or no single-player game).")
+    rows = []
+    for ev in sorted(data.probes, key=lambda p: p.iteration or 0):
+        for game, entry in sorted(ev.results.items()):
+            cells = []
+            for who in ("model", "random", "expert"):
+                s = entry.get(who, {})
+                r = s.get("regret", {})
+                cells.append(f"<td>{_fmt(s.get('mean_regret'))} [{_fmt(r.get('ci_low'))}, "
+                             f"{_fmt(r.get('ci_high'))}]</td>")
+            model = entry.get("model", {})
+            separate = "yes" if entry.get("bots_separate") else "no: not a result"
+            rows.append(f"<tr><td>{_fmt(ev.iteration)}</td><td>{e(game)}</td>{''.join(cells)}"
+                        f"<td>{_fmt(model.get('best_share'))}</td><td>{_fmt(model.get('invalid_share'))}</td>"
+                        f"<td>{e(separate)}</td></tr>")
+    head = ("<tr><th>iteration</th><th>game</th><th>model regret [95% CI]</th><th>random bot</th>"
+            "<th>expert bot</th><th>model best share</th><th>model invalid share</th>"
+            "<th>bots separate</th></tr>")
+    return f"<table class='eval'>{head}{''.join(rows)}</table>"
+
+
 def evaluations(data: RunData) -> str:
     if not data.evals:
         return _none("No evaluations in eval/ (run `coplay eval`).")

@@ -108,3 +108,26 @@ def test_cli_report_writes_the_page(tmp_path, capsys):
 def test_cli_report_names_a_folder_that_is_not_a_run(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "not a coplay run folder" in capsys.readouterr().err
+
+
+def test_the_probe_files_are_a_section_of_their_own_not_evaluations(tmp_path):
+    import json
+    import shutil
+
+    from synthetic_run import build_run
+
+    from coplay.report.data import load_run
+    from coplay.report.sections import probes
+
+    run = build_run(tmp_path / "runs")
+    score = {"n": 4, "mean_regret": 3.25, "regret": {"ci_low": 1.0, "ci_high": 5.5}, "best_share": 0.5,
+             "invalid_share": 0.25}
+    body = {"meta": {"iteration": 2}, "results": {"2048": {"model": score, "random": score, "expert": score,
+                                                           "bots_separate": False}}}
+    (run.eval / "probe-it00002.json").write_text(json.dumps(body))
+    data = load_run(run.root)
+    assert [p.iteration for p in data.probes] == [2]
+    assert all(not e.name.startswith("probe-") for e in data.evals)
+    html = probes(data)
+    assert "3.25 [1.00, 5.50]" in html and "not a result" in html
+    shutil.rmtree(run.root)

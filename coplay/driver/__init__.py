@@ -13,6 +13,7 @@
     interrupt.py   Ctrl-C and SIGTERM: a bounded shutdown, then a forced stop with the driver's stacks
     cold_start.py  step 0: fresh adapters, seed banks from expert trajectories, SFT on teacher data
     evaluation.py  the evaluation protocol on the run's rollout workers
+    probe.py       the per-decision probe on the run's rollout workers, the bots beside it
     metrics.py     the per-iteration metrics record and where it goes (jsonl, TensorBoard, W&B, console)
     progress.py    progress bars and phase lines on the console; third-party logs kept at WARNING
     demo.py        `coplay demo` (`make demo`)

@@ -34,12 +34,12 @@ QUICK = ["sft.episodes_per_game=4", "sft.max_steps=10", "loop.iterations=2", "pr
          "logging.console=false"]
 
 
-def paired(before: list[float], after: list[float]) -> dict[str, Any]:
-    """Mean of after − before over the same positions with 95% t and bootstrap intervals."""
-    from coplay.eval.stats import summarize
+def paired(before: list[float], after: list[float]) -> dict[str, Any] | None:
+    """After − before over the same positions (`coplay.eval.stats.paired_difference`: 95% t and bootstrap)."""
+    from coplay.eval.stats import paired_difference
 
-    diffs = [b - a for a, b in zip(before, after, strict=True)]
-    return summarize(diffs).as_dict()
+    d = paired_difference(dict(enumerate(before)), dict(enumerate(after)))
+    return d.as_dict() if d is not None else None
 
 
 def as_bf16_served(run_root: Path, adapter: str, version: int) -> dict[str, float] | None:
@@ -108,7 +108,8 @@ def markdown(body: dict[str, Any]) -> str:
             for game, row in games.items():
                 m, r = row["model"], row["model"]["regret"]
                 d = row.get("paired_vs_cold_start")
-                delta = "" if d is None else f"{d['mean']:+.2f} [{d['ci_low']:+.2f}, {d['ci_high']:+.2f}]"
+                delta = ("" if d is None else
+                         f"{d['difference']:+.2f} [{d['ci_low']:+.2f}, {d['ci_high']:+.2f}]")
                 lines.append(f"| {setting} | {iteration} | {game} | {m['mean_regret']:.2f} "
                              f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}] | {m['best_share']:.0%} | "
                              f"{m['invalid_share']:.0%} | {row['expert']:.2f} | {row['random']:.2f} | "

@@ -73,7 +73,7 @@ class RunProbe:
     def score(self, trajectories: list[Trajectory], label: str) -> dict[str, Any]:
         """Per game: the model's regret figures beside the bots' (`coplay.eval.probe.score_actions`) and the
         model's regret at each position (for paired comparisons between iterations)."""
-        from coplay.eval.probe import judge, score_actions
+        from coplay.eval.probe import score_actions
 
         by_id = {t.episode_id: t for t in trajectories}
         out: dict[str, Any] = {}
@@ -83,10 +83,9 @@ class RunProbe:
                 traj = by_id.get(f"{label}-probe-{game}-p{i}")
                 step = traj.steps[0] if traj is not None and traj.steps else None
                 actions.append(None if step is None or step.parse_error else step.action)
-            model = score_actions(probe, actions)
-            model["regrets"] = [judge(p, a).regret for p, a in zip(probe.positions, actions, strict=True)]
-            out[game] = {"model": model, **self.bots[game], "probe_version": probe.version,
-                         "probe_sha256": probe.sha256, "params": probe.params.as_dict()}
+            out[game] = {"model": score_actions(probe, actions), **self.bots[game],
+                         "probe_version": probe.version, "probe_sha256": probe.sha256,
+                         "params": probe.params.as_dict()}
         return out
 
 

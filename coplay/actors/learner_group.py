@@ -164,9 +164,11 @@ class LearnerRankImpl:
     def measure_update(self, adapters: list[str], prompts: dict[str, list[Sample]],
                        max_prompts: int) -> dict[str, dict[str, Any]]:
         """`Learner.measure_update` in the engines' serving dtype (`engine.dtype`), as plain dicts."""
+        from coplay.engines.hf_engine import resolve_dtype
         from coplay.learn.update_size import serving_dtype
 
-        serving = serving_dtype(self.cfg.engine.dtype, self.learner.device)
+        serving = serving_dtype(resolve_dtype(self.cfg.model, self.cfg.engine,
+                                              on_gpu=self.learner.device != "cpu"), self.learner.device)
         with torch_threads(self.cfg.learner.threads):
             sizes = self.learner.measure_update(adapters, prompts, serving, max_prompts)
         return {adapter: size.as_dict() for adapter, size in sizes.items()}

@@ -63,6 +63,11 @@ class ModelConfig(Section):
                                "engines share one folder")
     trust_remote_code: bool = False
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "auto"
+    cpu_bf16: Literal["auto", "keep"] = Field(
+        "auto", description="auto: on a CPU without native bfloat16 (no AVX-512 BF16, AMX or ARM BF16), "
+                            "where it is emulated and hundreds of times slower, bfloat16 (model.dtype, "
+                            "engine.dtype, learner.bf16) runs as float32, with a warning; keep: as "
+                            "configured. GPUs are not affected (docs/platform.md)")
     enable_thinking: bool = Field(
         False, description="passed to the chat template (Qwen3 opens a <think> block when true; templates "
                            "without the variable ignore it); off: game answers are short and parsed")

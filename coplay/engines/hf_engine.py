@@ -35,10 +35,13 @@ _BATCH_WINDOW_S = 0.002  # how long the batching thread waits for more concurren
 
 
 def resolve_dtype(model_cfg: ModelConfig, engine_cfg: EngineConfig, on_gpu: bool) -> str:
-    """engine.dtype, else model.dtype, else float32 on CPU (exact parity) and bfloat16 on GPU."""
+    """engine.dtype, else model.dtype, else float32 on CPU (exact parity) and bfloat16 on GPU; on a CPU
+    without native bfloat16, bfloat16 runs as float32 unless `model.cpu_bf16` is `keep`."""
+    from coplay.models.precision import cpu_dtype
+
     for name in (engine_cfg.dtype, model_cfg.dtype):
         if name != "auto":
-            return name
+            return name if on_gpu else cpu_dtype(name, model_cfg.cpu_bf16, "engine.dtype")
     return "bfloat16" if on_gpu else "float32"
 
 

@@ -106,6 +106,10 @@ class Learner:
         self.device = self._device()
         self.rank, self.world_size = ensure_process_group()
         self.bf16 = cfg.bf16 if cfg.bf16 is not None else self.device.startswith("cuda")
+        if self.bf16 and self.device == "cpu":  # emulated bfloat16 on this CPU: float32 unless `keep`
+            from coplay.models.precision import cpu_dtype
+
+            self.bf16 = cpu_dtype("bfloat16", model_cfg.cpu_bf16, "learner.bf16") == "bfloat16"
         model_cfg = model_cfg.model_copy(update={"dtype": "bfloat16" if self.bf16 else "float32"})
         base, self.tokenizer = load_base_model(model_cfg, self.device)
         self.base_model = resolve_model_path(model_cfg)  # what every exported adapter config names

@@ -144,6 +144,10 @@ def estimate_memory(cfg: CoplayConfig, dims: ModelDims, world_size: int, on_gpu:
     """The per-rank estimate of the module docstring for `cfg` on `world_size` ranks."""
     learner = cfg.learner
     bf16 = learner.bf16 if learner.bf16 is not None else on_gpu
+    if bf16 and not on_gpu:  # the learner runs emulated bfloat16 as float32 (`coplay.models.precision`)
+        from coplay.models.precision import cpu_dtype
+
+        bf16 = cpu_dtype("bfloat16", cfg.model.cpu_bf16, "learner.bf16") == "bfloat16"
     weight_bytes = 2 if bf16 else 4
     zero = learner.backend == "deepspeed"
     specs = [cfg.adapters[a] for a in cfg.active_adapters]

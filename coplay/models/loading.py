@@ -29,12 +29,18 @@ def resolve_model_path(cfg: ModelConfig) -> str:
     return cfg.name
 
 
-def torch_dtype(name: str, device: str = "cpu") -> Any:
-    """Config dtype -> torch dtype; `auto` is float32 on CPU (exact parity tests) and bfloat16 on GPU."""
+def torch_dtype(name: str, device: str = "cpu", cpu_bf16: str = "auto") -> Any:
+    """Config dtype -> torch dtype; `auto` is float32 on CPU (exact parity tests) and bfloat16 on GPU; on a
+    CPU without native bfloat16, bfloat16 runs as float32 unless `cpu_bf16` is `keep`
+    (`coplay.models.precision`)."""
     import torch
 
     if name == "auto":
         return torch.float32 if device == "cpu" else torch.bfloat16
+    if device == "cpu":
+        from coplay.models.precision import cpu_dtype
+
+        name = cpu_dtype(name, cpu_bf16, "model.dtype")
     return getattr(torch, name)
 
 
@@ -64,7 +70,7 @@ def load_base_model(cfg: ModelConfig, device: str = "cpu") -> tuple[Any, Any]:
     if not Path(path).exists() and "/" not in path:
         raise FileNotFoundError(f"model.name={path!r} is neither a local folder nor a hub id (org/name)")
     model = AutoModelForCausalLM.from_pretrained(
-        path, dtype=torch_dtype(cfg.dtype, device), trust_remote_code=cfg.trust_remote_code
+        path, dtype=torch_dtype(cfg.dtype, device, cfg.cpu_bf16), trust_remote_code=cfg.trust_remote_code
     )
     model.to(device)
     model.eval()

@@ -58,6 +58,11 @@ def test_token_kl_is_zero_for_equal_and_positive_for_different_distributions():
     assert torch.isfinite(kl).all() and float(kl[0]) > 0
 
 
+def bf16_model(cache: str):
+    """The tiny model in bfloat16 even on a CPU that only emulates it: these tests stand for the bf16 path."""
+    return model_config(cache).model_copy(update={"cpu_bf16": "keep"})
+
+
 def _smollm2_scale_learner(cache: str):
     """A DeepSpeed learner with the SmolLM2 configs' learner dtype and learning rate, its `act` adapter first
     moved off zero at the configs' SFT learning rate (a cold start's scale)."""
@@ -66,7 +71,7 @@ def _smollm2_scale_learner(cache: str):
     cfg = load_config(SMOLLM2_CONFIG)
     learner_cfg = LearnerConfig(backend=cfg.learner.backend, bf16=cfg.learner.bf16, lr=cfg.learner.lr,
                                 micro_batch_size=8, kl_beta=0.0)
-    learner = Learner(model_config(cache), lora_specs(("act",)), learner_cfg, adapter_names=("act",))
+    learner = Learner(bf16_model(cache), lora_specs(("act",)), learner_cfg, adapter_names=("act",))
     learner.trainers["act"].set_lr(cfg.sft.lr)
     for step in range(8):
         learner.train_step(*batch(step, ("act",), n=6))
@@ -94,7 +99,7 @@ def test_one_grpo_step_at_the_smollm2_scale_changes_the_served_adapter_and_polic
     assert size.rel_change > 0 and size.changed_share > 0 and size.kl is not None and size.kl > 0
     assert size.kl_prompts == 4 and size.kl_tokens > 0 and math.isfinite(size.kl_max)
 
-    engine = make_engine(model_config(cache), EngineConfig(backend="hf", dtype=cfg.engine.dtype,
+    engine = make_engine(bf16_model(cache), EngineConfig(backend="hf", dtype=cfg.engine.dtype,
                                                            max_loras=4, max_lora_rank=8))
     try:
         engine.load_adapter("act", before.version, old.files, old.sha256)

@@ -114,7 +114,7 @@ def finish(system: System, cfg: CoplayConfig, state: LoopState, log: MetricsLog)
         final = train_on(system, cfg, state.data[last], state.ledger)
         log.log(last + 1, {"final_train": {**final.to_json(),
                                            "checkpoint": str(system.run.checkpoint_dir(last))},
-                           "reward_parts": final.reward_parts})
+                           "reward_parts": final.reward_parts, "reward_shares": final.reward_shares})
         save_checkpoint(system, state, last)
     newest, banks = state.ledger.latest(), state.banks.latest()
     system.sync(newest, [], banks)

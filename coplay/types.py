@@ -164,6 +164,8 @@ class TrainStep:
     seconds: float = 0.0
     nonzero_advantages: dict[str, int] = field(default_factory=dict)
     reward_parts: dict[str, dict[str, float]] = field(default_factory=dict)
+    # per adapter, each reward part's share of the total absolute reward (`learn.rewards.reward_shares`)
+    reward_shares: dict[str, dict[str, float]] = field(default_factory=dict)
     trained_iteration: int | None = None
     trained_episodes: list[str] = field(default_factory=list)
     # per published adapter, how far the served weights and policy moved (`coplay.learn.update_size`)

@@ -29,7 +29,7 @@ def test_yaml_then_overrides(tmp_path):
     assert cfg.games == ["2048", "avalon"]
     assert cfg.adapters["act"].r == 8 and cfg.adapters["retrieve"].r == 16
     assert cfg.game["mario"].env_kwargs == {"frames_per_action": 9}
-    assert cfg.game["tetris"].reward_scale == CoplayConfig().game["tetris"].reward_scale
+    assert cfg.rewards.game_scale["tetris"] == CoplayConfig().rewards.game_scale["tetris"]
 
 
 def test_unknown_override_key_names_key_and_choices():

@@ -19,6 +19,21 @@ from coplay.config.tree import CoplayConfig
 
 EXTENDS_KEY = "extends"
 
+#: Keys that moved to another place in the tree, as patterns ("*": any one key) -> where they live now
+#: ("{1}": the key that matched the first "*"). A config naming the old key is refused with the new place
+#: named: no key is read in two places, so a run's `config.yaml` says exactly what it ran with.
+MOVED_KEYS: dict[tuple[str, ...], str] = {
+    ("game", "*", "reward_scale"): "rewards.game_scale.{1}",
+}
+
+
+def moved_to(path: tuple[str, ...] | list[str]) -> str | None:
+    """Where a moved key lives now (`MOVED_KEYS`), or None when `path` did not move."""
+    for pattern, new in MOVED_KEYS.items():
+        if len(pattern) == len(path) and all(p in ("*", str(k)) for p, k in zip(pattern, path, strict=True)):
+            return new.format(*[str(k) for k in path])
+    return None
+
 
 class ConfigError(ValueError):
     """A config that cannot be used: the message names the source, the key, the value and what is allowed."""
@@ -47,6 +62,9 @@ def _format_errors(err: ValidationError, source: str) -> str:
             parent = _model_at(tuple(e["loc"][:-1]))
             allowed = f"allowed here: {', '.join(parent.model_fields)}" if parent is not None else \
                 "check the spelling against `coplay config show`"
+            new = moved_to(tuple(str(p) for p in e["loc"]))
+            if new is not None:
+                allowed = f"it moved to {new}"
             lines.append(f"  {key}: unknown key {str(e['loc'][-1])!r} (value {e['input']!r}); {allowed}")
         else:
             lines.append(f"  {key}: {e['msg']} (got {e['input']!r})")
@@ -71,8 +89,9 @@ def apply_override(data: dict[str, Any], path: list[str], value: Any, known: dic
     node, ref = data, known
     for i, part in enumerate(path):
         if isinstance(ref, dict) and part not in ref and not _is_open_mapping(path[:i]):
-            raise ConfigError(f"override {'.'.join(path)}: unknown key {part!r}; "
-                              f"allowed here: {', '.join(sorted(ref))}")
+            new = moved_to(path[: i + 1])
+            where = f"it moved to {new}" if new else f"allowed here: {', '.join(sorted(ref))}"
+            raise ConfigError(f"override {'.'.join(path)}: unknown key {part!r}; {where}")
         ref = ref.get(part, {}) if isinstance(ref, dict) else {}
         if i == len(path) - 1:
             current = node.get(part)

@@ -24,6 +24,7 @@ from coplay.config.adapters import (
 from coplay.config.base import ADAPTER_NAMES, GAME_KEYS, Section, active_adapters
 from coplay.config.curriculum import CurriculumConfig
 from coplay.config.probe import ProbeConfig
+from coplay.config.rewards import RewardsConfig
 from coplay.config.selfplay import SelfPlayConfig
 from coplay.config.skill_bank import SkillBankConfig
 
@@ -216,16 +217,14 @@ class RolloutConfig(Section):
 
 
 class GameConfig(Section):
-    """Per-game settings: reward scale for `act` and constructor arguments of the env."""
+    """Per-game settings: constructor arguments of the env (the game reward's scale is
+    `rewards.game_scale`)."""
 
-    reward_scale: float = Field(1.0, gt=0.0)
     env_kwargs: dict[str, Any] = {}
 
 
 def _default_games() -> dict[str, GameConfig]:
-    scales = {"2048": 0.01, "candy_crush": 0.05, "tetris": 0.1, "mario": 0.01, "avalon": 1.0,
-              "diplomacy": 1.0}
-    return {key: GameConfig(reward_scale=scales[key]) for key in GAME_KEYS}
+    return {key: GameConfig() for key in GAME_KEYS}
 
 
 class LearnerConfig(Section):
@@ -426,6 +425,7 @@ class CoplayConfig(Section):
     rollout: RolloutConfig = RolloutConfig()
     skill_bank: SkillBankConfig = SkillBankConfig()
     curriculum: CurriculumConfig = CurriculumConfig()
+    rewards: RewardsConfig = RewardsConfig()
     learner: LearnerConfig = LearnerConfig()
     sft: SftConfig = SftConfig()
     loop: LoopConfig = LoopConfig()

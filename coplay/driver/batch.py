@@ -6,6 +6,7 @@ learner step over them (`train_on`). Pure Python (no ray, no torch): the System 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from coplay.config import CoplayConfig
@@ -13,7 +14,7 @@ from coplay.driver.metrics import reward_parts
 from coplay.driver.records import IterationData
 from coplay.driver.schedule import VersionLedger
 from coplay.learn.advantages import all_advantages
-from coplay.learn.rewards import assign_rewards
+from coplay.learn.rewards import PartTotals, assign_rewards, merge_totals, reward_shares
 from coplay.skills.schema import Bank, bank_key_for
 from coplay.types import Sample, TrainStep, Trajectory
 
@@ -31,17 +32,38 @@ def bank_lookups(banks: Mapping[str, Bank], traj: Trajectory) -> tuple[Any, Any]
     return contract_of, preconditions_hold
 
 
-def training_batch(cfg: CoplayConfig, trajectories: list[Trajectory], banks: Mapping[str, Bank],
-                   bank_samples: list[Sample]) -> tuple[list[Sample], dict[str, float]]:
-    """Rewards on every model sample (docs/rewards.md), then advantages; returns (samples, advantages)."""
-    learners = [t for t in trajectories if t.policy == "model"]
+def assign_batch_rewards(cfg: CoplayConfig, learners: list[Trajectory],
+                         banks: Mapping[str, Bank]) -> PartTotals:
+    """Rewards on every sample of the learner's trajectories (docs/rewards.md, weights from `rewards`), each
+    against the bank its episode played with; returns the reward parts' absolute sums per adapter (the
+    input of `reward_shares`)."""
+    totals = []
     for traj in learners:
         contract_of, holds = bank_lookups(banks, traj)
-        assign_rewards(traj, cfg.game[traj.game].reward_scale, contract_of, holds, cfg.learner.gamma,
-                       cfg.skill_bank.contracts.literal_window)
+        totals.append(assign_rewards(traj, cfg.rewards.game_scale[traj.game], contract_of, holds,
+                                     cfg.learner.gamma, cfg.skill_bank.contracts.literal_window,
+                                     cfg.rewards.act, cfg.rewards.retrieve))
+    return merge_totals(totals)
+
+
+@dataclass
+class TrainingBatch:
+    """What one learner step trains on: the samples with an advantage, the advantages by sample id, and per
+    adapter each reward part's share of the total absolute reward (`coplay.learn.rewards.reward_shares`)."""
+
+    samples: list[Sample]
+    advantages: dict[str, float]
+    reward_shares: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def training_batch(cfg: CoplayConfig, trajectories: list[Trajectory], banks: Mapping[str, Bank],
+                   bank_samples: list[Sample]) -> TrainingBatch:
+    """Rewards on every model sample (docs/rewards.md), then advantages."""
+    learners = [t for t in trajectories if t.policy == "model"]
+    shares = reward_shares(assign_batch_rewards(cfg, learners, banks))
     advantages = all_advantages(learners, bank_samples)
     samples = [s for t in learners for s in t.samples] + list(bank_samples)
-    return [s for s in samples if s.sample_id in advantages], advantages
+    return TrainingBatch([s for s in samples if s.sample_id in advantages], advantages, shares)
 
 
 def nonzero_advantages(samples: list[Sample], advantages: Mapping[str, float]) -> dict[str, int]:
@@ -70,12 +92,13 @@ def train_on(system: Any, cfg: CoplayConfig, data: IterationData, ledger: Versio
     (`sft_*`, `base`): the adapters stay those of the cold start while rollouts and evaluations go on."""
     if not cfg.ablation.trains_grpo:
         return None
-    samples, advantages = training_batch(cfg, data.trajectories, system.banks_for(data.bank_versions),
-                                         data.bank_samples)
+    batch = training_batch(cfg, data.trajectories, system.banks_for(data.bank_versions), data.bank_samples)
+    samples, advantages = batch.samples, batch.advantages
     nonzero = nonzero_advantages(samples, advantages)
     step = system.train(trained_samples(samples, advantages, cfg.learner.skip_zero_advantage), advantages)
     step.nonzero_advantages = nonzero
     step.reward_parts = reward_parts(samples)
+    step.reward_shares = batch.reward_shares
     step.trained_iteration, step.trained_episodes = data.iteration, trained_episodes(data.trajectories)
     ledger.record(data.iteration, step.published)
     return step

@@ -100,7 +100,15 @@ def console_line(iteration: int, record: dict[str, Any]) -> str:
             f"tok/s={record.get('generated_tokens_per_s', 0):.0f} {scores} "
             f"bank={record.get('bank_sizes', {})} ops={record.get('maintenance', {}).get('applied', {})} "
             f"versions={record.get('versions', {})}"
-            + served_change_text(record.get("train", {}).get("served_change", {})))
+            + served_change_text(record.get("train", {}).get("served_change", {}))
+            + game_share_text(record.get("reward_shares", {})))
+
+
+def game_share_text(shares: dict[str, dict[str, float]]) -> str:
+    """` game share: act 82% retrieve 64%`: how much of each adapter's reward magnitude came from the game
+    itself rather than the skill shaping (docs/rewards.md); "" when no step trained."""
+    parts = [f"{adapter} {s['game']:.0%}" for adapter, s in sorted(shares.items()) if "game" in s]
+    return f" game share: {' '.join(parts)}" if parts else ""
 
 
 def served_change_text(changes: dict[str, dict[str, Any]]) -> str:
@@ -181,6 +189,7 @@ def reward_parts(samples: list[Sample]) -> dict[str, dict[str, float]]:
 
 
 TRAIN_KEYS = ("learner_step", "adapters", "trained_tokens", "published", "nonzero_advantages", "reward_parts",
+              "reward_shares",
               "trained_iteration", "trained_episodes", "served_change")
 
 
@@ -201,6 +210,7 @@ def iteration_record(iteration: int, data: IterationData, stats: CollectStats, b
         "episodes": len({t.episode_id for t in data.trajectories}),
         "scores": score_summary(data.trajectories),
         "reward_parts": train_json.get("reward_parts", {}),
+        "reward_shares": train_json.get("reward_shares", {}),
         "invalid_rate": stats.invalid_actions / steps,
         "parse_error_rate": stats.parse_errors / steps,
         "versions": dict(versions),

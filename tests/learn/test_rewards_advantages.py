@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from coplay.config.rewards import ActShaping, RetrieveShaping
 from coplay.learn.advantages import (
     act_advantages,
     all_advantages,
@@ -23,6 +24,9 @@ from coplay.learn.rewards import (
 from coplay.skills.literals import segment_literals
 from coplay.types import Sample, Step, Trajectory
 
+# the paper's weights (docs/rewards.md), which the hand-worked numbers below use; the defaults are a tenth
+PAPER_ACT = ActShaping(contract_literal=0.1, skill_success=0.3, skill_abort=0.1, skill_switch=0.1)
+PAPER_RETRIEVE = RetrieveShaping(contract_share=0.5, precondition_miss=0.5)
 CONTRACTS = {"merge": ["max_tile↑", "empty↓", "corner=true"], "clear": ["empty↑"]}
 
 
@@ -59,7 +63,7 @@ def test_act_reward_reads_contract_literals_as_the_bank_does():
     traj = Trajectory(episode_id="e", game="2048", seat="solo", role="solo", seed=0, steps=steps,
                       samples=[_sample(f"a{t}") for t in range(len(steps))])
     assert "x↑" in segment_literals(steps[:4], window=2)  # what the bank reads as the segment's effect
-    rewards = act_step_rewards(traj, 1.0, lambda _: ["x↑"], lambda *_: False, window=2)
+    rewards = act_step_rewards(traj, 1.0, lambda _: ["x↑"], lambda *_: False, window=2, weights=PAPER_ACT)
     assert rewards == pytest.approx([0.0, 0.0, 0.0, 0.1, 0.0])
 
 
@@ -84,7 +88,7 @@ def test_act_reward_adds_contract_success_abort_and_switch_terms():
                       samples=samples)
     assert [(a.start, a.end, a.skill_id) for a in skill_activations(traj)] == [
         (0, 1, "merge"), (2, 2, "clear"), (3, 3, "clear")]
-    r = act_step_rewards(traj, 0.01, contract_of, preconditions_hold)
+    r = act_step_rewards(traj, 0.01, contract_of, preconditions_hold, weights=PAPER_ACT)
     # t0: 0.04 game + max_tile↑ newly (0.1)
     # t1: 0 game + empty↓ and corner=true newly (0.2), max_tile↑ already counted, success +0.3
     # t2: 0.08 game, empty↑ does not hold (9 vs 9), switch while ready -> -0.1
@@ -92,12 +96,13 @@ def test_act_reward_adds_contract_success_abort_and_switch_terms():
     assert r == pytest.approx([0.14, 0.5, -0.02, -0.1])
     assert returns_to_go(r) == pytest.approx([0.52, 0.38, -0.12, -0.1])
     assert returns_to_go([1.0, 1.0, 1.0], gamma=0.5) == pytest.approx([1.75, 1.5, 1.0])
-    rr = retrieve_rewards(traj, 0.01, contract_of, preconditions_hold)
+    rr = retrieve_rewards(traj, 0.01, contract_of, preconditions_hold, weights=PAPER_RETRIEVE)
     # r0: merge over t0..t1: 0.04 game + 0.5 * 3/3 (all three literals hold at the end); ready -> no penalty
     # r2: clear over t2: 0.08 + 0.5 * 0/1; ready at t2 -> no penalty
     # r3: clear over t3: 0 + 0.5 * (empty 10 vs 10: 0) - 0.5 (not ready when chosen)
     assert rr == pytest.approx({"r0": 0.54, "r2": 0.08, "r3": -0.5})
-    assign_rewards(traj, 0.01, contract_of, preconditions_hold)
+    assign_rewards(traj, 0.01, contract_of, preconditions_hold, act_weights=PAPER_ACT,
+                   retrieve_weights=PAPER_RETRIEVE)
     got = {s.sample_id: s.reward for s in traj.samples}
     assert got == pytest.approx({"r0": 0.54, "a0": 0.52, "a1": 0.38, "r2": 0.08, "a2": -0.12, "r3": -0.5,
                                  "a3": -0.1})

@@ -22,6 +22,7 @@ from coplay.config.adapters import (
     MaxTokens,
 )
 from coplay.config.base import ADAPTER_NAMES, GAME_KEYS, Section, active_adapters
+from coplay.config.cold_start import ActBalanceConfig
 from coplay.config.curriculum import CurriculumConfig
 from coplay.config.probe import ProbeConfig
 from coplay.config.rewards import RewardsConfig
@@ -291,6 +292,7 @@ class SftConfig(Section):
         2000, ge=1, description="cap on SFT examples per adapter (evenly spread)")
     adapter_max_examples: AdapterMaxExamples = Field(
         AdapterMaxExamples(), description="per-adapter override of max_examples_per_adapter")
+    act_balance: ActBalanceConfig = ActBalanceConfig()
     epochs: int = Field(1, ge=1)
     min_batches_per_adapter: int = Field(
         0, ge=0, description="repeat an adapter's few examples (more epochs) until it gets at least this "

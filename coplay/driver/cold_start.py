@@ -2,7 +2,8 @@
 deterministically from expert trajectories, then optionally SFT every adapter on teacher data: `act` from the
 expert bots (or an OpenAI-compatible endpoint answering the same prompts), `retrieve` labelled by the
 deterministic bank's segmentation of the expert episodes, and `segment` / `contract` / `curator` from the
-deterministic bank decisions recorded while seeding. `ablation.variant` (`coplay.config.ablation`) turns
+deterministic bank decisions recorded while seeding; the `act` examples balanced over the teacher's actions
+(`sft.act_balance`, `coplay.learn.act_balance`). `ablation.variant` (`coplay.config.ablation`) turns
 parts off: no SFT (`base`), no skills in the teacher prompts (`sft_only`, `grpo_no_bank`), no bank-adapter
 examples when the bank is frozen, or a finished run's bank instead of the seed bank (`sft_final_bank`)."""
 
@@ -16,6 +17,7 @@ from coplay.agent.openai_player import OpenAIEndpoint
 from coplay.config import ADAPTER_NAMES, CoplayConfig
 from coplay.driver.progress import phase
 from coplay.engines.base import SamplingParams
+from coplay.learn.act_balance import balance_act_examples
 from coplay.learn.teacher import ChatExample, bank_labels, expert_examples, openai_act_examples
 from coplay.rollout.bot_episodes import play_bot_episodes
 from coplay.skills.schema import Bank
@@ -104,6 +106,9 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
                 if cfg.sft.teacher == "openai":
                     game_examples, teacher_counts[game] = openai_teacher(cfg, game, game_examples)
                 examples += game_examples
+        if cfg.sft.act_balance.enabled:  # spread over the teacher's actions, so no prior to collapse onto
+            examples, report["act_balance"] = balance_act_examples(
+                examples, cfg.sft.max_examples()["act"], cfg.sft.act_balance.max_action_share, cfg.seeds.run)
         bank_examples = system.bank_teacher_examples() if ablation.updates_bank else []
         examples = cap_per_adapter(examples + bank_examples, cfg.sft.max_examples())
         started = time.perf_counter()

@@ -93,8 +93,10 @@ def bots_beside_run(run_root: Path, cfg: Any) -> list[str]:
 
 def probe_lines(run_root: Path) -> list[str]:
     """The per-decision probe's closing lines (`eval/probe-it<k>.json`): per game the first and the last
-    probed policy's mean regret next to the random and expert bots' on the same positions, and the last minus
-    the first, paired over the positions (95% t). [] when the run probed nothing."""
+    probed policy's mean regret next to the random and expert bots' on the same positions, how each one's
+    choices spread over the actions beside the expert's, and the last minus the first, paired over the
+    positions (95% t). [] when the run probed nothing."""
+    from coplay.eval.action_spread import spread_text
     from coplay.eval.stats import paired_difference
 
     files = sorted((run_root / "eval").glob("probe-it*.json"))
@@ -114,6 +116,10 @@ def probe_lines(run_root: Path) -> list[str]:
             r = score["regret"]
             lines.append(f"  {name:<40} {score['mean_regret']:9.2f}  [{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
                          f"  best {score['best_share']:.0%}  invalid {score['invalid_share']:.0%}")
+        for point in (last,) if files[0] == files[-1] else (first, last):  # files before it have none
+            spread = point["results"].get(game, {}).get("action_spread")
+            if spread:
+                lines.append(f"  actions at iteration {point['meta']['iteration']}: {spread_text(spread)}")
         if not entry["bots_separate"]:
             lines.append(f"  {game}: the bots' regret intervals overlap on this probe: not a result")
         elif files[0] != files[-1]:

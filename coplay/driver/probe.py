@@ -5,22 +5,29 @@ game's own lookahead; the random and expert bots are scored on the same position
 Why it runs every iteration: one decision per position and no tile-spawn noise in the policy's part, so it
 sees a policy change that a few noisy episodes cannot. Its `act` samples are also the fixed prompts on which
 the next learner step measures the served policy's KL (`System.kl_prompts`). Results go to
-`eval/probe-it<k>.json` and the iteration's metrics line (`probe`). No ray here: the System does the remote
-calls.
+`eval/probe-it<k>.json` and the iteration's metrics line (`probe`).
+
+Beside the regrets, each probe compares how the policy's choices spread over the actions with the expert
+bot's on the same positions (`coplay.eval.action_spread`), and warns (log, file, metrics line) when one
+action takes more than half of the policy's choices where the expert's share of it is not: the probe of
+iteration 0 is the cold start's, where such a collapse starts. No ray here: the System does the remote calls.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from coplay.config import CoplayConfig
+from coplay.eval.action_spread import brief_spread, collapse_warning
 from coplay.eval.protocol import player_seat
 from coplay.files import write_json_atomic
 from coplay.rollout.model_episodes import EpisodePlan
 from coplay.types import Trajectory, decode_shard
 
 BOTS = ("random", "expert")
+log = logging.getLogger(__name__)
 
 
 def probe_games(cfg: CoplayConfig) -> list[str]:
@@ -71,8 +78,10 @@ class RunProbe:
         return plans
 
     def score(self, trajectories: list[Trajectory], label: str) -> dict[str, Any]:
-        """Per game: the model's regret figures beside the bots' (`coplay.eval.probe.score_actions`) and the
-        model's regret at each position (for paired comparisons between iterations)."""
+        """Per game: the model's regret figures beside the bots' (`coplay.eval.probe.score_actions`), the
+        model's regret at each position (for paired comparisons between iterations), and how its choices
+        spread over the actions beside the expert bot's on the same positions (`action_spread`)."""
+        from coplay.eval.action_spread import compare_spread
         from coplay.eval.probe import score_actions
 
         by_id = {t.episode_id: t for t in trajectories}
@@ -83,7 +92,10 @@ class RunProbe:
                 traj = by_id.get(f"{label}-probe-{game}-p{i}")
                 step = traj.steps[0] if traj is not None and traj.steps else None
                 actions.append(None if step is None or step.parse_error else step.action)
-            out[game] = {"model": score_actions(probe, actions), **self.bots[game],
+            model = score_actions(probe, actions)
+            expert = self.bots[game]["expert"]
+            out[game] = {"model": model, **self.bots[game],
+                         "action_spread": compare_spread(model["actions"], expert["actions"], model["n"]),
                          "probe_version": probe.version, "probe_sha256": probe.sha256,
                          "params": probe.params.as_dict()}
         return out
@@ -113,14 +125,37 @@ def run_probe(system: Any, run_probe_set: RunProbe, iteration: int, versions: di
     trajectories = [t for r in results for t in decode_shard(r.shard, label).trajectories]
     system.probe_prompts = [s for t in trajectories for s in t.samples if s.adapter == "act"]
     scored = run_probe_set.score(trajectories, label)
+    flag_collapses(scored, iteration)
     write_json_atomic(system.run.eval / f"probe-it{iteration:05d}.json",
                       {"meta": {"iteration": iteration, "versions": versions, "bank_versions": bank_versions,
                                 "temperature": cfg.eval.temperature}, "results": scored})
-    summary = {game: {"model": _brief(entry["model"]), "expert": _brief(entry["expert"]),
-                      "random": _brief(entry["random"]), "bots_separate": entry["bots_separate"]}
-               for game, entry in scored.items()}
+    summary = probe_summary(scored)
     run_probe_set.last = (dict(versions), dict(bank_versions), iteration, summary)
     return summary
+
+
+def flag_collapses(scored: dict[str, Any], iteration: int) -> list[str]:
+    """Set each game's `action_spread.warning` (None, or the line `collapse_warning` gives when the policy
+    collapsed onto one action where the expert did not) and log the warnings, which the console shows;
+    returns them."""
+    warnings = []
+    for game, entry in scored.items():
+        spread = entry["action_spread"]
+        spread["warning"] = collapse_warning(game, iteration, spread)
+        if spread["warning"]:
+            log.warning("coplay: %s", spread["warning"])
+            warnings.append(spread["warning"])
+    return warnings
+
+
+def probe_summary(scored: dict[str, Any]) -> dict[str, Any]:
+    """The metrics line's `probe`: per game the regret figures of the model and both bots (without the
+    per-position regrets), whether the bots separate, and the action spread's comparison and warning."""
+    return {game: {"model": _brief(entry["model"]), "expert": _brief(entry["expert"]),
+                   "random": _brief(entry["random"]), "bots_separate": entry["bots_separate"],
+                   "action_spread": {**brief_spread(entry["action_spread"]),
+                                     "warning": entry["action_spread"].get("warning")}}
+            for game, entry in scored.items()}
 
 
 def _brief(score: dict[str, Any]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import coplay_envs
+from coplay.eval.action_spread import action_counts
 from coplay.eval.probe_values import (
     FALLBACK_ACTION,
     PROBE_VERSION,
@@ -250,8 +251,10 @@ def regret(position: Position, action: str | None) -> float:
 
 def score_actions(probe: ProbeSet, actions: list[str | None]) -> dict[str, Any]:
     """One chosen action per position, in `probe.positions` order -> n, mean regret with 95% t and
-    bootstrap intervals (`regret`: `summarize`'s fields), share of best choices, share of invalid ones, and
-    the regret at each position (`regrets`, in position order: paired comparisons of two policies)."""
+    bootstrap intervals (`regret`: `summarize`'s fields), share of best choices, share of invalid ones, the
+    regret at each position (`regrets`, in position order: paired comparisons of two policies), and how
+    often each legal action was chosen (`actions`, the legal action each answer amounts to; how the choices
+    spread, `coplay.eval.action_spread`)."""
     if len(actions) != len(probe.positions):
         raise ValueError(f"score_actions: {len(actions)} actions for {len(probe.positions)} positions")
     judged = [judge(p, a) for p, a in zip(probe.positions, actions, strict=True)]
@@ -259,7 +262,8 @@ def score_actions(probe: ProbeSet, actions: list[str | None]) -> dict[str, Any]:
     n = len(judged)
     return {"n": n, "mean_regret": summary.mean, "regret": summary.as_dict(),
             "best_share": sum(j.best for j in judged) / n,
-            "invalid_share": sum(j.invalid for j in judged) / n, "regrets": [j.regret for j in judged]}
+            "invalid_share": sum(j.invalid for j in judged) / n, "regrets": [j.regret for j in judged],
+            "actions": action_counts([j.action for j in judged])}
 
 
 def bot_actions(probe: ProbeSet, kind: str, seed: int = 0) -> list[str]:

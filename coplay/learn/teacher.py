@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from coplay.agent.decision import derive_seed
@@ -29,11 +29,16 @@ from coplay.types import Trajectory
 
 @dataclass(frozen=True)
 class ChatExample:
-    """One SFT example: chat messages (the prompt) and the assistant completion, for one adapter."""
+    """One SFT example: chat messages (the prompt) and the assistant completion, for one adapter; for a
+    teacher decision also its game, the action it chose and the step it was at (what the cold start balances
+    `act` examples over, `coplay.learn.act_balance`)."""
 
     adapter: str
     messages: ChatMessages
     completion: str
+    game: str = ""
+    action: str = ""
+    step: int = 0
 
 
 def act_completion(game: str, intention: str, action: str, directive: str = "") -> str:
@@ -75,7 +80,7 @@ def expert_examples(game: str, seeds: list[int], rules: str, history_len: int = 
                     text = "\n\n".join(f"[{sid}]\n{body}" for sid, body in shown)
                     active = label if label in {sid for sid, _ in shown} else None
                     examples.append(ChatExample("retrieve", retrieve_messages(game, observation, text),
-                                                f"SKILL: {active or 'NONE'}"))
+                                                f"SKILL: {active or 'NONE'}", game=game, step=step.t))
                 skill_text = skills.protocol_text(active) if (skills is not None and active) else None
                 messages = act_messages(game, rules, observation, legal, skill_text,
                                         history[-history_len:] if history_len else [],
@@ -83,7 +88,8 @@ def expert_examples(game: str, seeds: list[int], rules: str, history_len: int = 
                 next_label = starts.get(step.t + 1)
                 switch = active is not None and next_label is not None and next_label != active
                 examples.append(ChatExample("act", messages, act_completion(
-                    game, step.intention, step.action, "SWITCH" if switch else "")))
+                    game, step.intention, step.action, "SWITCH" if switch else ""), game=game,
+                    action=step.action.strip(), step=step.t))
                 history.append(HistoryEntry(step.t, step.intention, step.action, step.reward))
     return examples
 
@@ -163,6 +169,7 @@ def openai_act_examples(game: str, examples: list[ChatExample], endpoint: OpenAI
         if parsed.error or not parsed.action or legal is None:
             counts["dropped_unparseable"] += 1
             continue
-        kept.append(ChatExample("act", example.messages, _teacher_completion(game, parsed)))
+        kept.append(replace(example, completion=_teacher_completion(game, parsed),
+                            action=parsed.action.strip()))
     counts["kept"] = len(kept)
     return kept + [e for e in examples if e.adapter != "act"], counts

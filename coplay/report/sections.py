@@ -12,6 +12,7 @@ from typing import Any
 
 from coplay.eval.stats import summarize, wilson_interval
 from coplay.report import charts
+from coplay.report.action_spread import act_balance_note, probe_spread
 from coplay.report.data import (
     EvalFile,
     RunData,
@@ -233,7 +234,7 @@ def probes(data: RunData) -> str:
     head = ("<tr><th>iteration</th><th>game</th><th>model regret [95% CI]</th><th>random bot</th>"
             "<th>expert bot</th><th>model best share</th><th>model invalid share</th>"
             "<th>bots separate</th></tr>")
-    return f"<table class='eval'>{head}{''.join(rows)}</table>"
+    return f"<table class='eval'>{head}{''.join(rows)}</table>{probe_spread(data.probes)}"
 
 
 def evaluations(data: RunData) -> str:
@@ -309,7 +310,7 @@ def cold_start(data: RunData) -> str:
     return (f"<table class='sft'><tr><th>adapter</th>{''.join(f'<th>{c}</th>' for c in cols)}</tr>{rows}"
             f"</table><p class='note'>Supervised fine-tuning of every adapter on teacher data before the "
             f"first iteration: cross-entropy of the teacher's answers, averaged over the first and the last "
-            f"batch.{took}</p>")
+            f"batch.{took}</p>{act_balance_note(record)}")
 
 
 def problems(data: RunData) -> str:

@@ -1,0 +1,69 @@
+"""The in-run probe reports the model's action distribution beside the expert bot's on the same positions
+(`coplay.driver.probe`): what goes to `eval/probe-it<k>.json` and the metrics line, and the collapse warning
+after a cold start that taught one move (logged, in the file and in the metrics line)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from coplay.driver.metrics import iteration_record
+from coplay.driver.probe import RunProbe, flag_collapses, probe_summary
+from coplay.driver.records import CollectStats, IterationData
+from coplay.eval.probe import bot_actions, build_probe, score_actions
+from coplay.types import BankUpdate, Step, Trajectory
+
+
+@pytest.fixture(scope="module")
+def run_probe_set() -> RunProbe:
+    """A 32-position 2048 probe with both bots scored, as `RunProbe.load` makes it (smaller lookahead)."""
+    probe = build_probe("2048", n=32, horizon=2, rollouts=1)
+    bots = {bot: score_actions(probe, bot_actions(probe, bot)) for bot in ("random", "expert")}
+    return RunProbe(probes={"2048": probe}, bots={"2048": {**bots, "bots_separate": True}})
+
+
+def _answers(run_probe_set: RunProbe, label: str, choose) -> list[Trajectory]:
+    """The model's one decision at every position, as the rollout workers return it."""
+    out = []
+    for i, position in enumerate(run_probe_set.probes["2048"].positions):
+        step = Step(t=0, observation="", action=choose(i, position), reward=0.0, score=0.0)
+        out.append(Trajectory(episode_id=f"{label}-probe-2048-p{i}", game="2048", seat="solo", role="solo",
+                              seed=position.seed, steps=[step]))
+    return out
+
+
+def test_a_cold_start_that_plays_one_move_is_flagged_beside_the_experts_spread(run_probe_set, caplog):
+    label = "probe-it0"
+    scored = run_probe_set.score(_answers(run_probe_set, label, lambda i, p: "left"), label)
+    with caplog.at_level(logging.WARNING, logger="coplay.driver.probe"):
+        warnings = flag_collapses(scored, 0)
+    spread = scored["2048"]["action_spread"]
+    expert = run_probe_set.bots["2048"]["expert"]["actions"]
+    assert max(expert.values()) <= 16  # the expert's choices spread: no move on more than half
+    assert spread["model_top"] == "left" and spread["model_top_share"] == 1.0
+    assert spread["expert_share_of_model_top"] == pytest.approx(expert.get("left", 0) / 32)
+    assert {r["action"]: r["expert"] for r in spread["actions"] if r["expert"]} == expert
+    assert spread["collapsed"] and len(warnings) == 1 and "after the cold start" in warnings[0]
+    assert warnings[0] in caplog.text
+    # the probe file's content: both distributions, with the warning
+    doc = json.loads(json.dumps({"meta": {"iteration": 0}, "results": scored}))
+    assert doc["results"]["2048"]["action_spread"]["warning"] == warnings[0]
+    # the metrics line of iteration 0 carries the comparison and the warning, not the full table
+    record = iteration_record(0, IterationData(0, [], [], {}), CollectStats(), BankUpdate(), None, {}, 1.0,
+                              {}, probe=probe_summary(scored))
+    brief = record["probe"]["2048"]["action_spread"]
+    assert brief["collapsed"] and brief["model_top"] == "left" and brief["warning"] == warnings[0]
+    assert "actions" not in brief
+
+
+def test_a_policy_that_chooses_like_the_expert_raises_no_warning(run_probe_set, caplog):
+    label = "probe-it3"
+    expert = bot_actions(run_probe_set.probes["2048"], "expert")
+    scored = run_probe_set.score(_answers(run_probe_set, label, lambda i, p: expert[i]), label)
+    with caplog.at_level(logging.WARNING, logger="coplay.driver.probe"):
+        assert flag_collapses(scored, 3) == []
+    spread = scored["2048"]["action_spread"]
+    assert spread["total_variation"] == 0.0 and not spread["collapsed"] and spread["warning"] is None
+    assert "probe:" not in caplog.text

@@ -63,7 +63,8 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
             frozen = frozen_opponents(cfg, state.ledger.act_versions(), versions["act"])
             system.sync(versions, frozen, bank_versions)
             t_sync = time.perf_counter()
-            plans = iteration_plans(cfg, k, versions, frozen, bank_version_for(k), state.league)
+            plans = iteration_plans(cfg, k, versions, frozen, bank_version_for(k), state.league,
+                                    previous=state.data.get(k - 1))  # anchors of rollout.grouping=state
             rollouts = system.launch(k, plans)
             bank_job = (system.bank_update(state.data[k - 1], versions, state.banks.latest())
                         if k > 1 and cfg.ablation.updates_bank else None)  # else the bank stays frozen

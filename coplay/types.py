@@ -68,6 +68,10 @@ class Step:
     features_after: dict[str, float | int | bool] = field(default_factory=dict)
     sample_ids: list[str] = field(default_factory=list)
     parse_error: str = ""
+    # `info["state"]` the decision was made in (JSON-able; for infrastructure only, never shown to a policy):
+    # recorded on every step of a state-grouping trunk (the next iteration's anchors are drawn from them)
+    # and on a branch's first step (its anchor); None elsewhere, so other shards stay small
+    state: dict[str, Any] | None = None
 
 
 @dataclass
@@ -87,8 +91,14 @@ class Trajectory:
     iteration: int = 0
     terminated: bool = False
     truncated: bool = False
-    policy: str = "model"  # model | current | expert | random | frozen@<adapter>@v<n> | openai
+    # model | current | expert | random | frozen@<adapter>@v<n> | openai | model+<continuation> (a branch)
+    policy: str = "model"
     group: str = ""  # GRPO group of self-play episodes sharing start state and line-up ("" = by seed)
+    # what the episode is in GRPO (`rollout.grouping`, docs/rewards.md): `episode` (a group of whole
+    # episodes compared per step index), `trunk` (state grouping: a whole episode of the policy that supplies
+    # anchor states; its `act` samples do not train) or `branch` (state grouping: the policy's one decision
+    # at an anchor, then the continuation policy; only the `act` sample of step 0 trains)
+    kind: str = "episode"
 
 
 @dataclass

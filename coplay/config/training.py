@@ -1,6 +1,7 @@
 """Checks a config must pass to *train* (not to evaluate or play): `require_trainable(cfg)` raises a one-line
 `ConfigError` naming the key, the value and what is allowed. `coplay train`, `launch/train.py`, the loop
-itself and the standalone learner call it before anything starts. Imports only the config tree.
+itself and the standalone learner call it before anything starts. Imports only the config tree; which games
+have seats is `coplay_envs`' fact, imported only when a `rollout.grouping=state` config is checked.
 """
 
 from __future__ import annotations
@@ -25,14 +26,19 @@ def require_trainable(cfg: CoplayConfig) -> None:
 
     `curriculum.enabled` with only multi-seat games: tasks are written for single-player games, so the
     proposer would be served and trained on nothing.
+
+    `rollout.grouping=state` with a multi-seat game (`require_state_grouping`).
     """
-    episodes = len(cfg.games) * cfg.rollout.start_states * cfg.rollout.group_size
+    episodes = episodes_per_iteration(cfg)
     if cfg.rollout.workers > episodes:
+        trunks = (f" + rollout.state_groups.trunks={cfg.rollout.state_groups.trunks}"
+                  if cfg.rollout.grouping == "state" else "")
         raise ConfigError(
             f"rollout.workers={cfg.rollout.workers}: an iteration plays {episodes} episodes "
-            f"({len(cfg.games)} game(s) x rollout.start_states={cfg.rollout.start_states} x "
-            f"rollout.group_size={cfg.rollout.group_size}), so {cfg.rollout.workers - episodes} workers "
-            f"would idle; raise rollout.start_states or rollout.group_size, or use fewer workers")
+            f"({len(cfg.games)} game(s) x (rollout.start_states={cfg.rollout.start_states} x "
+            f"rollout.group_size={cfg.rollout.group_size}{trunks})), so {cfg.rollout.workers - episodes} "
+            f"workers would idle; raise rollout.start_states or rollout.group_size, or use fewer workers")
+    require_state_grouping(cfg)
     try:  # before Ray starts: a variant whose bank cannot be found never begins
         cfg.ablation.final_bank_files(cfg.games)
     except ValueError as exc:
@@ -49,3 +55,26 @@ def require_trainable(cfg: CoplayConfig) -> None:
             f"curriculum.enabled=true with games={cfg.games}: curriculum tasks are written for the "
             f"single-player games (2048, candy_crush, tetris, mario); add one, or set "
             f"curriculum.enabled=false")
+
+
+def episodes_per_iteration(cfg: CoplayConfig) -> int:
+    """Episodes (single-player; multi-seat: games) one iteration plays: per game start_states x group_size,
+    plus, with state grouping, the trunks."""
+    trunks = cfg.rollout.state_groups.trunks if cfg.rollout.grouping == "state" else 0
+    return len(cfg.games) * (cfg.rollout.start_states * cfg.rollout.group_size + trunks)
+
+
+def require_state_grouping(cfg: CoplayConfig) -> None:
+    """`rollout.grouping=state` replays recorded states (`reset(options={"state": ...})`) and gives the seat's
+    one decision a continuation return: defined for the single-player games only (in a multi-seat game the
+    other seats' answers, hidden roles and press would have to be replayed too)."""
+    if cfg.rollout.grouping != "state":
+        return
+    import coplay_envs
+
+    multi = [g for g in cfg.games if coplay_envs.seats(g)]
+    if multi:
+        single = [g for g in coplay_envs.GAME_KEYS if not coplay_envs.seats(g)]
+        raise ConfigError(
+            f"rollout.grouping=state with games={cfg.games}: {multi} have several seats; state groups are "
+            f"for the single-player games {single}; set rollout.grouping=episode or drop {multi}")

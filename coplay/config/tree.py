@@ -24,6 +24,7 @@ from coplay.config.adapters import (
 from coplay.config.base import ADAPTER_NAMES, GAME_KEYS, Section, active_adapters
 from coplay.config.cold_start import ActBalanceConfig
 from coplay.config.curriculum import CurriculumConfig
+from coplay.config.grouping import StateGroupsConfig
 from coplay.config.probe import ProbeConfig
 from coplay.config.rewards import RewardsConfig
 from coplay.config.selfplay import SelfPlayConfig
@@ -188,8 +189,14 @@ class RolloutConfig(Section):
     """Episode runners in the rollout workers."""
 
     workers: int = Field(1, ge=1)
-    group_size: int = Field(4, ge=1, description="G episodes per start state")
-    start_states: int = Field(2, ge=1, description="start states per game per iteration")
+    group_size: int = Field(4, ge=1, description="G episodes per start state (state grouping: per anchor)")
+    start_states: int = Field(
+        2, ge=1, description="start states per game per iteration (state grouping: anchor states)")
+    grouping: Literal["episode", "state"] = Field(
+        "episode", description="act GRPO groups: `episode`, G whole episodes per start seed compared at each "
+                               "step index; `state`, G one-decision branches per anchor state with a "
+                               "continuation return (single-player games; docs/rewards.md)")
+    state_groups: StateGroupsConfig = StateGroupsConfig()
     max_steps: int | None = Field(None, ge=1, description="override of each game's horizon")
     history_len: int = Field(4, ge=0)
     retrieve_every: int = Field(0, ge=0, description="K: retrieval every K steps (0 = only when due)")

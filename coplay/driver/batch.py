@@ -13,7 +13,7 @@ from coplay.config import CoplayConfig
 from coplay.driver.metrics import reward_parts
 from coplay.driver.records import IterationData
 from coplay.driver.schedule import VersionLedger
-from coplay.learn.advantages import all_advantages
+from coplay.learn.advantages import all_advantages, trains
 from coplay.learn.rewards import PartTotals, assign_rewards, merge_totals, reward_shares
 from coplay.skills.schema import Bank, bank_key_for
 from coplay.types import Sample, TrainStep, Trajectory
@@ -59,7 +59,7 @@ class TrainingBatch:
 def training_batch(cfg: CoplayConfig, trajectories: list[Trajectory], banks: Mapping[str, Bank],
                    bank_samples: list[Sample]) -> TrainingBatch:
     """Rewards on every model sample (docs/rewards.md), then advantages."""
-    learners = [t for t in trajectories if t.policy == "model"]
+    learners = [t for t in trajectories if trains(t)]  # the policy's seats and state-grouping branches
     shares = reward_shares(assign_batch_rewards(cfg, learners, banks))
     advantages = all_advantages(learners, bank_samples)
     samples = [s for t in learners for s in t.samples] + list(bank_samples)
@@ -83,7 +83,7 @@ def trained_samples(samples: list[Sample], advantages: Mapping[str, float], skip
 
 def trained_episodes(trajectories: list[Trajectory]) -> list[str]:
     """Episode ids of the learner's trajectories (recorded per learner step for exactly-once audits)."""
-    return sorted({t.episode_id for t in trajectories if t.policy == "model"})
+    return sorted({t.episode_id for t in trajectories if trains(t)})
 
 
 def train_on(system: Any, cfg: CoplayConfig, data: IterationData, ledger: VersionLedger) -> TrainStep | None:

@@ -1,7 +1,8 @@
 """Iteration plans: which episodes one iteration plays, with whom (start seeds, GRPO groups, and in
 multi-seat games one line-up per group from `coplay.driver.lineups`), and the policy's seat settings at given
-adapter versions (shared with evaluation). Pure Python (no ray, no torch), so the loop stays one screen and
-these decisions are unit-tested.
+adapter versions (shared with evaluation). With `rollout.grouping=state` the episodes are trunks and
+same-state branches instead (`coplay.driver.anchors`). Pure Python (no ray, no torch), so the loop stays one
+screen and these decisions are unit-tested.
 """
 
 from __future__ import annotations
@@ -10,8 +11,11 @@ from collections.abc import Mapping
 
 from coplay.agent.decision import ModelSeat
 from coplay.config import CoplayConfig
+from coplay.config.training import require_state_grouping
+from coplay.driver.anchors import state_group_plans
 from coplay.driver.league import League
 from coplay.driver.lineups import draw_lineup
+from coplay.driver.records import IterationData
 from coplay.engines.base import SamplingParams
 from coplay.rollout.model_episodes import EpisodePlan, SeatPlayer
 
@@ -35,22 +39,32 @@ def model_seat(cfg: CoplayConfig, versions: Mapping[str, int], evaluation: bool 
         uses_bank=cfg.ablation.uses_bank)
 
 
-def start_seeds(cfg: CoplayConfig, iteration: int, game_index: int) -> list[int]:
-    """`rollout.start_states` seeds from `seeds.train`, a fresh window per iteration and game."""
+def start_seeds(cfg: CoplayConfig, iteration: int, game_index: int, n: int | None = None) -> list[int]:
+    """`n` (default `rollout.start_states`) seeds from `seeds.train`, a fresh window per iteration and
+    game."""
     lo, hi = cfg.seeds.train.start, cfg.seeds.train.stop
-    n = cfg.rollout.start_states
+    n = cfg.rollout.start_states if n is None else n
     first = ((iteration - 1) * len(cfg.games) + game_index) * n
     return [lo + (first + i) % (hi - lo) for i in range(n)]
 
 
 def iteration_plans(cfg: CoplayConfig, iteration: int, versions: Mapping[str, int], frozen_act: list[int],
-                    bank_version: int, league: League | None = None) -> list[EpisodePlan]:
+                    bank_version: int, league: League | None = None,
+                    previous: IterationData | None = None) -> list[EpisodePlan]:
     """Every episode of one iteration: per game and start seed one GRPO group of G episodes that share one
     line-up (`coplay.driver.lineups`: the learner's scheduled seat, opponents drawn once per group; with a
-    `league` set to PFSP, drawn by its ratings)."""
+    `league` set to PFSP, drawn by its ratings). With `rollout.grouping=state`: per game the trunks and the
+    branches of anchors drawn from `previous` (the iteration before, `coplay.driver.anchors`)."""
     import coplay_envs
 
     seat = model_seat(cfg, versions)
+    if cfg.rollout.grouping == "state":
+        require_state_grouping(cfg)
+        trunks = cfg.rollout.state_groups.trunks
+        return [plan for gi, game in enumerate(cfg.games)
+                for plan in state_group_plans(cfg, game, iteration, seat, bank_version, previous,
+                                              start_seeds(cfg, iteration, gi, trunks),
+                                              start_seeds(cfg, iteration, gi))]
     plans = []
     for gi, game in enumerate(cfg.games):
         game_cfg = cfg.game[game]

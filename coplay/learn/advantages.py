@@ -15,7 +15,13 @@ Groups per adapter:
   group, as SPIRAL's role-conditioned advantages), compared at the same step index t; an episode that ended
   before t does not enter step t's statistics.
   `Sample.reward` of an `act` sample is its step's return-to-go R_t (see `rewards.py`).
-- `retrieve`: all retrieval samples of the same game and role in the learner step, leave-one-out baseline.
+  State grouping (`Trajectory.kind`, docs/rewards.md): a branch's group is its anchor, and only its step 0
+  (the model's decision at the anchor; R_0 = its reward + the continuation's return) enters; a trunk's `act`
+  samples enter no group (it stands alone at its start state, and comparing it per step index is the bias
+  state grouping removes: its states become the next iteration's anchors instead).
+- `retrieve`: all retrieval samples of the same game and role in the learner step, leave-one-out baseline;
+  never a branch's (the continuation cuts the chosen skill's activation short, so its reward would not mean
+  what it means elsewhere).
 - `segment`, `contract`, `curator`: samples sharing `Sample.group_id`.
 
 Pure Python: no torch, no ray.
@@ -64,14 +70,27 @@ def _reward(sample: Sample) -> float:
     return float(sample.reward)
 
 
+def trains(traj: Trajectory) -> bool:
+    """Whether a trajectory's samples may train: the policy's own seats (`model`) and state grouping's
+    branches (policy `model+<continuation>`: the model decided at step 0). Opponents' seats never do."""
+    return traj.policy == "model" or traj.kind == "branch"
+
+
+def act_steps(traj: Trajectory) -> int:
+    """How many leading steps of `traj` have trainable `act` samples: all of an episode, none of a trunk,
+    the first of a branch (module docstring)."""
+    return {"trunk": 0, "branch": 1}.get(traj.kind, len(traj.steps))
+
+
 def act_advantages(trajectories: Iterable[Trajectory]) -> dict[str, float]:
-    """Advantages of `act` samples: groups keyed by (group or (game, seed), seat, role, step index t)."""
+    """Advantages of `act` samples: groups keyed by (group or (game, seed), seat, role, step index t);
+    a branch's group is its anchor at t = 0 (same-state groups)."""
     groups: dict[tuple[str, str, str, str, int], list[Sample]] = defaultdict(list)
     for traj in trajectories:
-        if traj.policy != "model":
+        if not trains(traj):
             continue
         by_id = {s.sample_id: s for s in traj.samples}
-        for t, step in enumerate(traj.steps):
+        for t, step in enumerate(traj.steps[:act_steps(traj)]):
             for sid in step.sample_ids:
                 sample = by_id.get(sid)
                 if sample is not None and sample.adapter == "act":
@@ -89,7 +108,7 @@ def retrieve_advantages(trajectories: Iterable[Trajectory]) -> dict[str, float]:
     """Advantages of `retrieve` samples: one group per (game, role), leave-one-out baseline."""
     groups: dict[tuple[str, str], list[Sample]] = defaultdict(list)
     for traj in trajectories:
-        if traj.policy != "model":
+        if not trains(traj) or traj.kind == "branch":
             continue
         for sample in traj.samples:
             if sample.adapter == "retrieve":
@@ -119,7 +138,7 @@ def all_advantages(trajectories: list[Trajectory], bank_samples: Iterable[Sample
     out = act_advantages(trajectories)
     out.update(retrieve_advantages(trajectories))
     in_trajectories = [
-        s for t in trajectories if t.policy == "model"
+        s for t in trajectories if trains(t)
         for s in t.samples if s.adapter not in ("act", "retrieve")
     ]
     out.update(sample_group_advantages([*in_trajectories, *bank_samples]))

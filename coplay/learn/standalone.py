@@ -23,7 +23,7 @@ def train_from_shards(shards: Path, out: Path, config: str | None, overrides: li
     """Train one learner step per shard of `shards` (module docstring); returns the exit status."""
     from coplay.config import ConfigError, load_config, require_trainable
     from coplay.files import append_line_atomic
-    from coplay.learn.advantages import all_advantages
+    from coplay.learn.advantages import all_advantages, trains
     from coplay.learn.checkpoint import latest_checkpoint
     from coplay.learn.learner import Learner
     from coplay.learn.memory import check_learner_memory
@@ -61,10 +61,11 @@ def train_from_shards(shards: Path, out: Path, config: str | None, overrides: li
         except ShardError as exc:
             print(f"skipping: {exc}", file=sys.stderr)
             continue
-        trajectories = [t for t in shard.trajectories if t.policy == "model"]
-        samples = [s for t in trajectories for s in t.samples]
+        trajectories = [t for t in shard.trajectories if trains(t)]
+        advantages = all_advantages(trajectories)  # a state-grouping trunk's act samples have none
+        samples = [s for t in trajectories for s in t.samples if s.sample_id in advantages]
         started = time.perf_counter()
-        metrics = learner.train_step(samples, all_advantages(trajectories))
+        metrics = learner.train_step(samples, advantages)
         versions = learner.publish(out / "adapters")
         seconds = time.perf_counter() - started
         if learner.rank == 0:

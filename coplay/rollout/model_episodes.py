@@ -6,7 +6,9 @@ others step their games, and the engine sees many concurrent requests to batch. 
 model (a `DecisionAgent` with given adapter versions), or by an opponent from the pool: a frozen earlier
 adapter version (the same agent code with other engine names), an OpenAI-compatible endpoint (an
 `OpenAISeat`: same prompts and parsing, no Samples) or an expert / random bot. Each seat's trajectory is its
-own record. No ray, no torch.
+own record. State grouping (`rollout.grouping=state`, `coplay.driver.anchors`) adds two kinds of episode:
+a trunk records `info["state"]` at every step, and a branch starts from a recorded state with the trunk's
+recent moves as history, lets the model decide once and hands the seat to a `Continuation`. No ray, no torch.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from coplay.agent.decision import DecisionAgent, ModelSeat, SkillSource
 from coplay.agent.openai_player import ChatClient, OpenAIEndpoint, OpenAISeat, client_for, close_clients
+from coplay.agent.prompts import HistoryEntry
 from coplay.engines.base import Engine
 from coplay.rollout.bot_episodes import credit_outcome, seat_role
 from coplay.rollout.env_hosts import EnvHosts
@@ -44,6 +47,17 @@ class SeatPlayer:
         return self.kind
 
 
+@dataclass(frozen=True)
+class Continuation:
+    """Who plays a state-grouping branch after the model's first decision: the game's `random` or `expert`
+    bot, seeded with `seed` (the same for every member of a group, so members that choose the same action
+    see the same future: common random numbers), or `current` (the model plays on; those samples do not
+    train)."""
+
+    kind: str
+    seed: int = 0
+
+
 @dataclass
 class EpisodePlan:
     """One episode to play: the game, its start seed, who plays each seat (missing seats: `default`)."""
@@ -65,6 +79,13 @@ class EpisodePlan:
     # a recorded position to start from (`info["state"]`, single-player games): `reset(seed=seed,
     # options={"state": start_state})` reproduces it exactly; None starts from `seed` alone
     start_state: dict[str, Any] | None = None
+    # `Trajectory.kind`: episode | trunk (records info["state"] at every step) | branch (records its first
+    # step's state, and `continuation` plays after the model's first decision)
+    kind: str = "episode"
+    continuation: Continuation | None = None
+    # the model seats' history at the start (a branch: the trunk's moves before its anchor, so the decision
+    # is asked with the prompt the policy saw there)
+    history: list[HistoryEntry] = field(default_factory=list)
 
 
 @dataclass
@@ -88,11 +109,20 @@ class _Seat:
 
     def __init__(self, ctx: RunnerContext, plan: EpisodePlan, seat: str, role: str) -> None:
         self.player = plan.players.get(seat, plan.default)
+        cont = plan.continuation
         self.traj = Trajectory(episode_id=plan.episode_id, game=plan.game, seat=seat, role=role,
                                seed=plan.seed, iteration=plan.iteration, bank_version=plan.bank_version,
-                               policy=self.player.label, group=plan.group)
+                               policy=self.player.label + (f"+{cont.kind}" if cont else ""), group=plan.group,
+                               kind=plan.kind)
         self.agent: DecisionAgent | OpenAISeat | None = None
         self.bot: Any = None
+        # a branch's bot continuation takes over from the model after the first decision
+        self.continuation_bot: Any = None
+        if cont is not None and cont.kind != "current":
+            from coplay_envs import make_bot
+
+            self.continuation_bot = make_bot(plan.game, cont.kind, seed=cont.seed)
+        self.record_states = {"trunk": None, "branch": 1}.get(plan.kind, 0)  # None: every step
         seed_parts = ((ctx.run_seed, plan.sample_key, seat) if plan.sample_key
                       else (ctx.run_seed, plan.iteration, plan.episode_id, seat))
         if self.player.kind in ("model", "current", "frozen"):
@@ -107,7 +137,7 @@ class _Seat:
             self.agent = DecisionAgent(
                 game=plan.game, rules=ctx.rules(plan.game), engine=ctx.engine, seat=ms, skills=skills,
                 act_group=act_group, retrieve_group=f"{plan.game}/{role}",
-                seed_parts=seed_parts, sample_prefix=f"{plan.episode_id}/{seat}")
+                seed_parts=seed_parts, sample_prefix=f"{plan.episode_id}/{seat}", history=list(plan.history))
         elif self.player.kind == "openai":
             assert self.player.seat is not None and self.player.endpoint is not None, \
                 "an openai seat needs a ModelSeat (sampling, history length) and an OpenAIEndpoint"
@@ -122,17 +152,23 @@ class _Seat:
             kwargs = {} if spec(plan.game).api == "gymnasium" else {"agent": seat}
             self.bot = make_bot(plan.game, self.player.kind, seed=plan.seed * 1000 + len(seat), **kwargs)
         self.open: Step | None = None
+        self.open_by_agent = False
 
     async def act(self, observation: str, info: dict[str, Any]) -> str:
         t = len(self.traj.steps)
-        if self.agent is not None:
+        bot = self.continuation_bot if self.continuation_bot is not None and t >= 1 else self.bot
+        self.open_by_agent = bot is None  # a seat has an agent or a bot; a branch hands over after t = 0
+        if bot is None:
+            assert self.agent is not None
             step, samples = await self.agent.decide(t, str(observation), info)
             self.traj.samples.extend(samples)
         else:
-            choice = self.bot.act(observation, info)
+            choice = bot.act(observation, info)
             step = Step(t=t, observation=str(observation), action=choice.action, reward=0.0,
                         score=float(info.get("score", 0.0)), intention=f"{choice.intention} {choice.reason}",
                         features_before=dict(info.get("features", {})))
+        if self.record_states is None or t < self.record_states:
+            step.state = info["state"]
         self.traj.steps.append(step)
         self.open = step
         return step.action
@@ -144,7 +180,7 @@ class _Seat:
             return
         credit_outcome(step, reward, info)
         self.traj.score = step.score
-        if self.agent is not None:
+        if self.open_by_agent and self.agent is not None:
             self.agent.observe_outcome(step)
         self.open = None
 

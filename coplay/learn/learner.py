@@ -40,6 +40,7 @@ Imports torch, transformers and peft (and deepspeed, in the DeepSpeed backend) l
 from __future__ import annotations
 
 import math
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,8 @@ if TYPE_CHECKING:
     from coplay.artifacts.bundle import AdapterBundle
 
 METRIC_KEYS = ("loss", "pg_loss", "kl", "clip_fraction", "ratio_mean")
+# reference: the KL reference's forward (kl_beta > 0); forward includes the loss; optimizer includes clipping
+STEP_TIMINGS = ("reference_s", "forward_s", "backward_s", "optimizer_s")
 
 
 @dataclass
@@ -77,6 +80,8 @@ class StepMetrics:
     learner_step: int
     adapters: dict[str, dict[str, float]] = field(default_factory=dict)
     trained_tokens: int = 0
+    # seconds of the step's parts on this rank (`STEP_TIMINGS`; the run's phase timeline shows them)
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 class Learner:
@@ -131,6 +136,7 @@ class Learner:
         self.updates = dict.fromkeys(adapter_names, 0)  # optimizer updates per adapter (the schedule's clock)
         self.changed: list[str] = []  # adapters the last step updated (what `publish` exports)
         self._exports: dict[str, dict[int, dict[str, torch.Tensor]]] = {}  # adapter -> version -> master
+        self.step_seconds = dict.fromkeys(STEP_TIMINGS, 0.0)  # the running step's parts (`StepMetrics`)
 
     def _device(self) -> str:
         if torch.cuda.is_available():
@@ -159,6 +165,7 @@ class Learner:
     # ------------------------------------------------------------------ training
     def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> StepMetrics:
         """One learner step over every adapter that has samples; idle adapters are not touched."""
+        started, self.step_seconds = self._now(), dict.fromkeys(STEP_TIMINGS, 0.0)
         by_adapter: dict[str, list[Sample]] = defaultdict(list)
         if len({s.sample_id for s in samples}) != len(samples):
             raise ValueError("samples of one learner step need distinct sample ids "
@@ -190,7 +197,15 @@ class Learner:
             metrics.adapters[adapter]["samples"] = float(len(by_adapter[adapter]))
         self.changed = list(plans)
         self.learner_step += 1
+        metrics.seconds = {**self.step_seconds, "step_s": self._now() - started}
         return metrics
+
+    def _now(self) -> float:
+        """The clock of the step's timings; on a GPU it waits for the queued kernels first, else a part's
+        seconds would be those of launching its kernels, not of running them."""
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return time.perf_counter()
 
     def export(self, adapters: list[str]) -> dict[str, AdapterBundle]:
         """The bundles of the given adapters at their current weights (`coplay.artifacts.bundle`): the
@@ -289,10 +304,18 @@ class Learner:
         masks = self._token_masks(items)
         batches = [to_micro_batch(chunk, self.pad_id, masks) for chunk in chunks]
         if self.cfg.kl_beta > 0:
+            started = self._now()
             with torch.no_grad(), adapter_context(self.policy, None):
                 for mb in batches:
                     mb.ref_logprobs = batch_logprobs(self.policy, mb.tokens, mb.temperatures).cpu()
+            self._lap("reference_s", started)
         return batches
+
+    def _lap(self, part: str, since: float) -> float:
+        """Add the seconds since `since` to the running step's `part`; returns now (the next part's start)."""
+        now = self._now()
+        self.step_seconds[part] = self.step_seconds.get(part, 0.0) + now - since
+        return now
 
     def _token_masks(self, items: list[TrainItem]) -> Any:
         """The engine's constraint masks, rebuilt here, when any item was sampled under one (constrained
@@ -310,6 +333,7 @@ class Learner:
         trainer = self.trainers[adapter]
         sums = dict.fromkeys(METRIC_KEYS, 0.0)
         for k, mb in enumerate(micro_batches):
+            started = self._now()
             logprobs = trainer.forward(mb.tokens, mb.temperatures)
             if mb.on_policy is not None and bool(mb.on_policy.any()):
                 # the first forward of a step runs before this adapter's update: its log-probs are the old
@@ -328,10 +352,14 @@ class Learner:
                 ref_logprobs=None if mb.ref_logprobs is None else mb.ref_logprobs.to(logprobs.device),
                 token_weights=mb.weights,
             )
+            started = self._lap("forward_s", started)
             trainer.backward(parts.loss, last=k == len(micro_batches) - 1)
+            self._lap("backward_s", started)
             for key in METRIC_KEYS:
                 sums[key] += float(getattr(parts, key).detach())
+        started = self._now()
         grad_norm = trainer.step()
+        self._lap("optimizer_s", started)
         self.updates[adapter] += 1
         reduced = all_reduce_sum([sums[k] for k in METRIC_KEYS])
         out = dict(zip(METRIC_KEYS, reduced, strict=True))

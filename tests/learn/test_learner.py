@@ -43,6 +43,8 @@ def test_idle_adapter_stays_bit_identical(cache, backend, stage, offload):
         samples, adv = batch(step, ("act",))
         metrics = learner.train_step(samples, adv)
         assert set(metrics.adapters) == {"act"}
+        parts = {k: metrics.seconds[k] for k in ("reference_s", "forward_s", "backward_s", "optimizer_s")}
+        assert min(parts.values()) > 0 and sum(parts.values()) <= metrics.seconds["step_s"], metrics.seconds
     after = _curator_state(learner)
     assert before.keys() == after.keys()
     for key in before:

@@ -75,6 +75,8 @@ def eval_curve(run_root: Path, game: str) -> list[dict[str, Any]]:
 def run_variant(config: str, game: str, variant: str, overrides: list[str]) -> dict[str, Any]:
     """One training run of `variant` (or, for `base`, one evaluation of the base model); its curve."""
     from coplay.config import ConfigError, load_config
+    from coplay.driver.phases import run_totals
+    from coplay.runs import RunDir
 
     cfg = load_config(config, [f"games=[{game}]", *overrides, f"ablation.variant={variant}",
                                "eval.at_start=true", f"run.name=coevolution-{game}-{variant}"])
@@ -108,6 +110,7 @@ def run_variant(config: str, game: str, variant: str, overrides: list[str]) -> d
               "seconds": round(time.time() - started, 1), "curve": curve, "final": curve[-1]}
     if run_dir is not None:
         result.update(bank_evidence(Path(run_dir)))
+        result["phases"] = run_totals(RunDir.open(run_dir).read_metrics())  # coplay.driver.phases
     result.update(ruler_evidence(cfg, game, Path(run_dir) / "eval" if run_dir else None))
     return result
 

@@ -280,6 +280,8 @@ def run_workload(staleness: int, iterations: int, out_dir: Path, cache_dir: str 
 def measure(staleness: int, case: str | None, iterations: int, out_dir: Path, args: argparse.Namespace,
             gpu: bool) -> dict[str, Any]:
     """One run and its summary (a side case's also with `case_row`)."""
+    from coplay.driver.phases import run_totals
+
     load_at_start = os.getloadavg()[0]
     cfg, run_dir, seconds = run_workload(staleness, iterations, out_dir, args.cache_dir, case)
     slots = slot_count(cfg.rollout.workers, cfg.learner.ranks, gpu, cfg.cluster.rollout_worker_gpus,
@@ -290,6 +292,7 @@ def measure(staleness: int, case: str | None, iterations: int, out_dir: Path, ar
     if case:
         summary.update(case_row(records))
     summary["run_seconds_total"] = seconds
+    summary["phases"] = run_totals(records)  # the phase timeline (coplay.driver.phases), start-up included
     summary["loadavg_1min_start_end"] = [round(load_at_start, 2), round(os.getloadavg()[0], 2)]
     summary["run_dir"] = str(run_dir) if args.keep else None
     print(f"[e2e] {case or f'staleness {staleness}'}: {seconds:.0f} s, "

@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import coplay_envs
     from coplay.config import load_config
+    from coplay.driver.phases import run_totals
     from coplay.loop import train
     from coplay.report.data import load_run
     from coplay.report.html import write_report
@@ -151,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         "last_minus_random": differences(last, levels["random bot"]),
         "protocol_check": check,
         "rollouts": rollout_rows(data, game), "cold_start": (data.cold_start or {}).get("cold_start"),
+        "phases": run_totals(data.timeline),  # the run's phase timeline (coplay.driver.phases)
         "config": cfg.model_dump(mode="json"),
     }
     (out / f"learning-{game}.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")

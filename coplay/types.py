@@ -153,12 +153,15 @@ class RolloutResult:
 @dataclass
 class BankUpdate:
     """What one skill-bank update returns: the bank versions it published ({bank key: version}), the bank
-    adapters' Samples (rewards set), one report per bank key, and the seconds it took."""
+    adapters' Samples (rewards set), one report per bank key, the seconds it took, and per adapter what its
+    model calls cost (`coplay.skills.caller.CallUsage`: calls, prompts, completions, tokens in and out,
+    seconds)."""
 
     versions: dict[str, int] = field(default_factory=dict)
     samples: list[Sample] = field(default_factory=list)
     reports: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    calls: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -181,6 +184,9 @@ class TrainStep:
     # per published adapter, how far the served weights and policy moved (`coplay.learn.update_size`)
     served_change: dict[str, dict[str, Any]] = field(default_factory=dict)
     measure_seconds: float = 0.0
+    # seconds of the step's parts (`coplay.driver.phases.LEARNER_TIMINGS`): the ranks' forward, backward,
+    # optimizer; the driver's batch, export, publish and measure
+    timings: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The metrics-line form (`train_seconds` is the historical name of `seconds`)."""

@@ -134,7 +134,7 @@ class LearnerRankImpl:
         with torch_threads(self.cfg.learner.threads):
             metrics = self.learner.train_step(samples, advantages)
         return TrainStep(metrics.learner_step, metrics.adapters, metrics.trained_tokens,
-                         dict(self.learner.versions))
+                         dict(self.learner.versions), timings=dict(metrics.seconds))
 
     def sft_begin(self, examples: list[Any], epochs: int, lr: float,
                   min_batches: dict[str, int] | None = None) -> int:

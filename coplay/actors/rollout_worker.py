@@ -33,6 +33,7 @@ class RolloutWorkerImpl:
     """The worker's logic; `RolloutWorker` is this class as a Ray actor."""
 
     def __init__(self, worker_id: int, cfg: dict[str, Any], store: Any) -> None:
+        started = time.perf_counter()
         import coplay_envs
         from coplay.engines.factory import make_engine
 
@@ -50,6 +51,11 @@ class RolloutWorkerImpl:
         self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
         adapters, banks = ray.get(self.store.serving.remote())
         self.startup_sync = self.sync(adapters, banks) if adapters or banks else SyncReport()
+        self.startup_s = time.perf_counter() - started  # the engine's start, mostly (the phase timeline)
+
+    def startup_seconds(self) -> float:
+        """How long this worker's start took (engine built, serving set pulled)."""
+        return self.startup_s
 
     def sync(self, adapters: list[tuple[str, int]], banks: dict[str, int]) -> SyncReport:
         """Serve exactly `adapters` (engine names `<a>@v<n>`) plus what is loaded and still needed

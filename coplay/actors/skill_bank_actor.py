@@ -128,7 +128,8 @@ class SkillBankImpl:
             self.banks[key] = new_bank
             versions[key] = new_bank.version
         self.reports += reports
-        return BankUpdate(versions, samples, reports, time.perf_counter() - started)
+        return BankUpdate(versions, samples, reports, time.perf_counter() - started,
+                          caller.usage_json() if caller is not None else {})
 
     def seed_banks(self, trajectories: list[Trajectory], iteration: int = 0) -> dict[str, int]:
         """Build the initial banks deterministically from teacher trajectories (the expert bots'):

@@ -148,6 +148,12 @@ class System:
         if self.learner is not None:
             self.learner.shutdown()
 
+    def engines_ready(self) -> list[float]:
+        """Wait until every rollout worker has built its engine (they start with the actors, behind the cold
+        start) and return the seconds each worker's start took (the phase timeline's start-up)."""
+        wait_alive(self.workers)
+        return [float(s) for s in ray.get([w.startup_seconds.remote() for w in self.workers])]
+
     def take_faults(self) -> dict[str, Any]:
         """What failed and was recovered since the last call (logged per iteration)."""
         faults, self.faults = self.faults, {}
@@ -157,12 +163,18 @@ class System:
         self.faults.setdefault(kind, []).append(detail)
 
     # ------------------------------------------------------------------ artifacts
-    def publish_adapters(self, adapters: list[str], learner_step: int) -> dict[str, int]:
-        """Export the adapters from the learner and publish each as its current version."""
+    def publish_adapters(self, adapters: list[str], learner_step: int,
+                         timings: dict[str, float] | None = None) -> dict[str, int]:
+        """Export the adapters from the learner and publish each as its current version; `timings` gets the
+        seconds of each (`export_s`, `publish_s`: the phase timeline)."""
+        started = time.perf_counter()
         bundles, versions = self.learner.export(adapters), self.learner.versions()
+        exported = time.perf_counter()
         for adapter, bundle in bundles.items():
             ray.get(self.store.publish_adapter.remote(adapter, versions[adapter], bundle.files, bundle.sha256,
                                                       learner_step))
+        if timings is not None:
+            timings.update(export_s=exported - started, publish_s=time.perf_counter() - exported)
         return {adapter: versions[adapter] for adapter in bundles}
 
     def sync(self, adapter_versions: dict[str, int], frozen_act: list[int], banks: dict[str, int],
@@ -432,7 +444,7 @@ class System:
         """One learner step, then the adapters it changed are published as their new versions."""
         started = time.perf_counter()
         step = self.learner.train_step(samples, advantages)
-        step.published = (self.publish_adapters(sorted(step.adapters), step.learner_step)
+        step.published = (self.publish_adapters(sorted(step.adapters), step.learner_step, step.timings)
                           if step.adapters else {})
         step.seconds = time.perf_counter() - started
         if step.published:
@@ -441,6 +453,7 @@ class System:
                 sorted(step.published), kl_prompts(self.probe_prompts, samples, self.cfg.probe.kl_prompts),
                 self.cfg.probe.kl_prompts)
             step.measure_seconds = time.perf_counter() - measured
+        step.timings["measure_s"] = step.measure_seconds
         return step
 
 

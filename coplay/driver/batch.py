@@ -5,6 +5,7 @@ learner step over them (`train_on`). Pure Python (no ray, no torch): the System 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,10 +93,13 @@ def train_on(system: Any, cfg: CoplayConfig, data: IterationData, ledger: Versio
     (`sft_*`, `base`): the adapters stay those of the cold start while rollouts and evaluations go on."""
     if not cfg.ablation.trains_grpo:
         return None
+    started = time.perf_counter()
     batch = training_batch(cfg, data.trajectories, system.banks_for(data.bank_versions), data.bank_samples)
     samples, advantages = batch.samples, batch.advantages
     nonzero = nonzero_advantages(samples, advantages)
+    batch_s = time.perf_counter() - started  # rewards and advantages, on the driver
     step = system.train(trained_samples(samples, advantages, cfg.learner.skip_zero_advantage), advantages)
+    step.timings["batch_s"] = batch_s
     step.nonzero_advantages = nonzero
     step.reward_parts = reward_parts(samples)
     step.reward_shares = batch.reward_shares

@@ -11,6 +11,7 @@ from typing import Any
 
 from coplay.config import LoggingConfig
 from coplay.driver import progress
+from coplay.driver.phases import Laps, iteration_phases, phase_text
 from coplay.driver.records import CollectStats, IterationData
 from coplay.eval.stats import summarize
 from coplay.runs import RunDir
@@ -94,14 +95,15 @@ def console_line(iteration: int, record: dict[str, Any]) -> str:
                 + served_change_text(train.get("served_change", {})))
     if "final_versions" in record:
         return (f"[bold]final[/] versions={record['final_versions']} "
-                f"banks={record.get('final_bank_versions', {})}")
+                f"banks={record.get('final_bank_versions', {})}" + phase_text(record.get("phases")))
     scores = " ".join(f"{g}={s['mean']:.1f}" for g, s in record.get("scores", {}).items())
     return (f"[bold]it {iteration}[/] episodes={record.get('episodes', 0)} "
             f"tok/s={record.get('generated_tokens_per_s', 0):.0f} {scores} "
             f"bank={record.get('bank_sizes', {})} ops={record.get('maintenance', {}).get('applied', {})} "
             f"versions={record.get('versions', {})}"
             + served_change_text(record.get("train", {}).get("served_change", {}))
-            + game_share_text(record.get("reward_shares", {})))
+            + game_share_text(record.get("reward_shares", {}))
+            + phase_text(record.get("phases")))
 
 
 def game_share_text(shares: dict[str, dict[str, float]]) -> str:
@@ -198,11 +200,12 @@ def iteration_record(iteration: int, data: IterationData, stats: CollectStats, b
                      faults: dict[str, Any], evaluation: dict[str, Any] | None = None,
                      checkpoint: str | None = None,
                      league: dict[str, Any] | None = None, *,
-                     probe: dict[str, Any] | None = None) -> dict[str, Any]:
+                     probe: dict[str, Any] | None = None, phases: Laps | None = None) -> dict[str, Any]:
     """The whole metrics line of iteration `iteration`: its rollouts (`data`, `stats`, at adapter `versions`),
     the bank update that ran meanwhile, the learner step of this iteration (if any), what failed and was
     recovered, the evaluation (if any), the checkpoint written after it (if any) and the league's ratings
-    after it (multi-seat games), and the per-decision probe (`coplay.driver.probe`), when it ran."""
+    after it (multi-seat games), the per-decision probe (`coplay.driver.probe`), when it ran, and the phase
+    timeline (`coplay.driver.phases`) from the driver's laps `phases`."""
     steps = max(1, stats.steps)
     train_json = train.to_json() if train is not None else {}
     record: dict[str, Any] = {
@@ -247,4 +250,6 @@ def iteration_record(iteration: int, data: IterationData, stats: CollectStats, b
         record["eval"] = evaluation
     if probe is not None:
         record["probe"] = probe
+    if phases is not None:  # the driver's laps since the previous line, and the busy view
+        record["phases"] = iteration_phases(phases, stats, bank, train)
     return record

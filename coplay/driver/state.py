@@ -36,6 +36,7 @@ import msgpack
 
 from coplay.config import CoplayConfig
 from coplay.driver.league import LEAGUE_FILE, League
+from coplay.driver.phases import PhaseClock, phase_record, start_busy
 from coplay.driver.probe import RunProbe, run_probe
 from coplay.driver.records import IterationData
 from coplay.driver.schedule import BankSchedule, VersionLedger, bank_version_for
@@ -141,26 +142,37 @@ def resumable_checkpoint(run: RunDir) -> Path:
 
 
 def fresh_state(system: Any, cfg: CoplayConfig, log: Any,
-                evaluate: Callable[..., dict] | None = None, probe: RunProbe | None = None) -> LoopState:
+                evaluate: Callable[..., dict] | None = None, probe: RunProbe | None = None,
+                clock: PhaseClock | None = None) -> LoopState:
     """Step 0 (cold start) of a new run; with `evaluate` (eval at start) the cold-start adapters are
     evaluated as iteration 0, the SFT-only point of the learning curve; with `probe` (a
-    run's probe sets) they are probed too."""
+    run's probe sets) they are probed too. `clock`: the run's phase clock, whose laps so far (the start-up)
+    and the cold start's go in this line's `phases` (`coplay.driver.phases`)."""
     from coplay.driver.cold_start import cold_start
 
+    clock = clock or PhaseClock()
     versions0, banks0, report = cold_start(system, cfg)
+    clock.lap("cold_start_teacher")  # the SFT inside it is moved to `cold_start_sft` below
     record: dict[str, Any] = {"cold_start": report, "versions": versions0, "bank_versions": banks0,
                               "learner": system.learner.describe()}
+    engines = system.engines_ready()  # what is left of the engines' start after the cold start
+    clock.lap("startup_engines")
     league = League(cfg.rollout.selfplay.league, system.run.root / LEAGUE_FILE)
     if evaluate is not None:
         record["eval"] = evaluate(system, 0, versions0, banks0, league)
     if probe is not None:
         record["probe"] = run_probe(system, probe, 0, versions0, banks0)
+    clock.lap("evaluation")
+    sft_s = report.get("sft_seconds")
+    record["phases"] = phase_record(clock.take(), start_busy(engines, sft_s),
+                                    [("cold_start_teacher", "cold_start_sft", sft_s or 0.0)])
     log.log(0, record)
     return LoopState(VersionLedger({0: versions0}), BankSchedule.start(banks0), league=league)
 
 
-def resume_state(system: Any, cfg: CoplayConfig, log: Any) -> LoopState:
-    """Everything of the module docstring, from the newest checkpoint of `system.run`."""
+def resume_state(system: Any, cfg: CoplayConfig, log: Any, clock: PhaseClock | None = None) -> LoopState:
+    """Everything of the module docstring, from the newest checkpoint of `system.run`. `clock`: the run's
+    phase clock; its laps (the start-up) and the resume's go in the `resumed_from` line's `phases`."""
     run: RunDir = system.run
     ckpt = resumable_checkpoint(run)
     extra = system.learner.load_checkpoint(str(ckpt)).extra
@@ -183,8 +195,12 @@ def resume_state(system: Any, cfg: CoplayConfig, log: Any) -> LoopState:
     data = load_pending(run, extra["pending"])
     if data.bank_versions != banks.built[bank_version_for(k)]:
         raise ResumeError(f"cannot resume from {ckpt}: pending bank versions disagree with the bank schedule")
+    clock = clock or PhaseClock()
+    clock.lap("resume")
+    engines = system.engines_ready()
+    clock.lap("startup_engines")
     log.log(k, {"resumed_from": str(ckpt), "learner_step": ledger.latest_step, "versions": ledger.latest(),
-                "bank_versions": banks.latest()})
+                "bank_versions": banks.latest(), "phases": phase_record(clock.take(), start_busy(engines))})
     league = League(cfg.rollout.selfplay.league, run.root / LEAGUE_FILE)
     if extra.get("league"):
         league.load_json(extra["league"], f"{ckpt} league")

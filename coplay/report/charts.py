@@ -155,22 +155,28 @@ def small_multiples(chart_id: str, title: str, xlabel: str, panels: dict[str, Se
 
 
 def stacked_bars(chart_id: str, title: str, xlabel: str, ylabel: str, x: Sequence[float | str],
-                 parts: dict[str, Sequence[float]], integer_y: bool = False) -> str:
+                 parts: dict[str, Sequence[float]], integer_y: bool = False,
+                 colors: dict[str, str] | None = None, legend_outside: bool = False) -> str:
     """Bars stacked from the parts in the given order (e.g. the time split of each iteration); a y axis of
-    whole numbers with `integer_y` (counts)."""
-    fig = _figure(7.5, 3.4)
+    whole numbers with `integer_y` (counts). `colors`: a colour per part name (the same phase keeps its
+    colour from run to run; the palette otherwise); `legend_outside`: the legend right of the axes, for
+    many parts."""
+    fig = _figure(9.0 if legend_outside else 7.5, 3.4)
     ax = fig.add_subplot(1, 1, 1)
     positions = list(range(len(x)))
     bottom = [0.0] * len(x)
     for i, (name, values) in enumerate(parts.items()):
         heights = [v if math.isfinite(v) and v > 0 else 0.0 for v in map(_finite, values)]
-        ax.bar(positions, heights, bottom=bottom, color=PALETTE[i % len(PALETTE)], label=name, width=0.7)
+        color = (colors or {}).get(name, PALETTE[i % len(PALETTE)])
+        ax.bar(positions, heights, bottom=bottom, color=color, label=name, width=0.7)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     step = max(1, math.ceil(len(positions) / 20))  # at most ~20 tick labels
     ax.set_xticks(positions[::step], [str(v) for v in list(x)[::step]])
     _style_axes(ax, title, xlabel, ylabel, integer_x=False)
     if integer_y:
         _count_axis(ax)
-    if parts:
+    if parts and legend_outside:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), reverse=True)
+    elif parts:
         ax.legend(fontsize=8, loc="best")
     return _to_svg(fig, chart_id)

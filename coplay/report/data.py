@@ -59,6 +59,7 @@ class RunData:
     banks: dict[str, list[Bank]]
     problems: list[str] = field(default_factory=list)  # files that could not be read, named with the reason
     probes: list[EvalFile] = field(default_factory=list)  # eval/probe-it<k>.json (coplay.driver.probe)
+    timeline: list[dict[str, Any]] = field(default_factory=list)  # lines with `phases`, in file order
 
 
 def _read_evals(run: RunDir, problems: list[str], probes: bool = False) -> list[EvalFile]:
@@ -106,8 +107,9 @@ def load_run(run_dir: str | Path | RunDir) -> RunData:
     records = run.read_metrics() if run.metrics_path.exists() else []
     cold = next((r for r in records if "cold_start" in r), None)
     iterations = sorted((r for r in records if "scores" in r or "timings" in r), key=lambda r: r["iteration"])
+    timeline = [r for r in records if isinstance(r.get("phases"), dict)]  # coplay.driver.phases
     return RunData(run.root, run.config_path.read_text(), iterations, cold, _read_evals(run, problems),
-                   _read_banks(run, problems), problems, _read_evals(run, problems, probes=True))
+                   _read_banks(run, problems), problems, _read_evals(run, problems, probes=True), timeline)
 
 
 def _num(value: Any) -> float | None:

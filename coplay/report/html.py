@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from coplay.files import write_bytes_atomic
-from coplay.report import sections, skill_views
+from coplay.report import sections, skill_views, timeline
 from coplay.report.data import RunData, load_run
 from coplay.runs import RunDir
 
@@ -30,7 +30,7 @@ td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
 th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}tr.median td{font-weight:bold}
 .none,.note,.meta{color:#666;font-size:13px}.problem{color:#b00}
 pre.config{font-size:11px;background:#f7f7f7;padding:8px;max-height:320px;overflow:auto}
-.bank-report img{max-width:100%}
+.bank-report img{max-width:100%}td.what,th.what{text-align:left;max-width:520px}
 div.wide{max-width:100%;overflow-x:auto}table.throughput th{max-width:90px;vertical-align:bottom}
 """
 
@@ -94,6 +94,7 @@ SECTIONS = (
     ("eval", "Evaluations", sections.evaluations),
     ("probe", "Per-decision probe", sections.probes),
     ("throughput", "Throughput", sections.throughput),
+    ("phases", "Phase timeline", timeline.section),
 )
 
 

@@ -8,8 +8,9 @@ test double) plug in. No caller (`None`) means the deterministic policy. Never i
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 from coplay.types import Sample
@@ -48,6 +49,30 @@ class Completion:
 GenerateFn = Callable[[str, list[ChatMessages], int], Sequence[Sequence["Completion | str"]]]
 
 
+@dataclass
+class CallUsage:
+    """What one adapter's model calls cost in a bank update (the phase timeline shows it per call kind):
+    calls made, prompts, completions, prompt tokens (once per prompt: its n completions share it), completion
+    tokens, and the seconds spent waiting for the answers. Scripted string answers count no tokens."""
+
+    calls: int = 0
+    prompts: int = 0
+    completions: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    seconds: float = 0.0
+
+    def add(self, groups: Sequence[Sequence[Completion | str]], seconds: float) -> None:
+        self.calls += 1
+        self.prompts += len(groups)
+        self.seconds += seconds
+        for group in groups:
+            self.completions += len(group)
+            first = group[0] if group else None
+            self.tokens_in += len(first.prompt_ids) if isinstance(first, Completion) else 0
+            self.tokens_out += sum(len(c.completion_ids) for c in group if isinstance(c, Completion))
+
+
 class FunctionCaller:
     """A `ModelCaller` from a function `generate(adapter, prompts, n)`; plain strings are accepted as
     completions without token ids (a scripted caller). `max_tokens` is passed on when the function takes
@@ -62,12 +87,18 @@ class FunctionCaller:
         self.pass_max_tokens = pass_max_tokens
         self.pass_regex = pass_regex
         self.calls: dict[str, int] = {}
+        self.usage: dict[str, CallUsage] = {}  # per adapter
+
+    def usage_json(self) -> dict[str, dict[str, float]]:
+        """`usage` as plain dicts (what `BankUpdate.calls` carries)."""
+        return {adapter: asdict(u) for adapter, u in sorted(self.usage.items())}
 
     def complete(self, adapter: str, prompts: list[ChatMessages], n: int,
                  max_tokens: int, regex: str | None = None) -> list[list[Sample]]:
         if not prompts:
             return []
         applied = regex if self.pass_regex else None
+        started = time.perf_counter()
         if applied:
             raw = self.generate(adapter, prompts, n, max_tokens, applied)  # type: ignore[call-arg]
         elif self.pass_max_tokens:
@@ -77,6 +108,7 @@ class FunctionCaller:
         if len(raw) != len(prompts):
             raise CallerError(f"{adapter}: generate returned {len(raw)} groups for {len(prompts)} prompts")
         self.calls[adapter] = self.calls.get(adapter, 0) + len(prompts) * n
+        self.usage.setdefault(adapter, CallUsage()).add(raw, time.perf_counter() - started)
         out: list[list[Sample]] = []
         for group in raw:
             if len(group) != n:

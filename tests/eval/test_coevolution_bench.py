@@ -48,6 +48,9 @@ def test_quick_writes_one_table_with_every_variant_and_the_difference_to_full(qu
         assert run["sizes"]["iterations"] == 2 and run["seconds"] > 0
         assert run["commit"] == summary["commit"]  # each run names the code it started from
         assert [p["iteration"] for p in run["curve"]] == [0, 2]  # after the cold start, and the last
+        # the phase timeline of the whole run: the start, both iterations and the closing line
+        assert run["phases"]["lines"] == 4 and sum(run["phases"]["share"].values()) == pytest.approx(1.0)
+        assert run["phases"]["seconds"]["rollouts"] > 0 and run["phases"]["busy"]["learner"]["forward_s"] > 0
     text = (quick / "coevolution-quick.md").read_text()
     assert "| 2048 | grpo_no_bank |" in text and "minus full" in text
     assert (quick / "coevolution-quick.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

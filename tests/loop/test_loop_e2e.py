@@ -121,3 +121,46 @@ def test_every_learner_step_records_how_far_the_served_policy_moved_and_the_prob
         assert entry["expert"]["mean_regret"] <= entry["random"]["mean_regret"]
     written = json.loads((run.eval / "probe-it00003.json").read_text())
     assert len(written["results"]["2048"]["model"]["regrets"]) == 16
+
+
+def test_every_line_says_how_its_wall_time_split_between_the_phases(run):
+    """The phase timeline (coplay.driver.phases): the start's line holds the start-up and the cold start,
+    each iteration's line its driver segments (adding up to its wall time) and the busy seconds of the
+    rollouts, the bank update (per call kind, with tokens) and the learner step (forward, backward,
+    optimizer, export); the closing line the last learner step; the report draws it."""
+    from pytest import approx
+
+    timed = [r for r in run.read_metrics() if "phases" in r]
+    start, end = timed[0], timed[-1]
+    iterations = [r for r in timed if "scores" in r]
+    assert "cold_start" in start and "final_versions" in end
+    assert [r["iteration"] for r in iterations] == [1, 2, 3]
+    for r in timed:
+        phases = r["phases"]
+        assert sum(phases["share"].values()) == approx(1.0, abs=1e-9)
+        assert sum(phases["seconds"].values()) == approx(phases["wall_s"], rel=1e-9)
+        assert min(phases["seconds"].values()) >= 0
+    for segment in ("startup_ray", "startup_learner", "cold_start_teacher", "cold_start_sft", "evaluation"):
+        assert start["phases"]["seconds"][segment] > 0, segment
+    assert start["phases"]["busy"]["startup"]["engines_s"] > 0
+    assert start["phases"]["busy"]["cold_start"]["sft_s"] == start["cold_start"]["sft_seconds"]
+    calls: dict[str, dict] = {}
+    for r in iterations:
+        phases, k = r["phases"], r["iteration"]
+        assert phases["wall_s"] >= r["timings"]["iteration_s"] > 0
+        assert phases["seconds"]["publish_sync"] > 0 and phases["seconds"]["rollouts"] > 0, k
+        assert phases["busy"]["rollouts"]["generation_s"] > 0, k
+        if k == 1:  # staleness 1: no learner step and no bank update during the first rollouts
+            assert "learner" not in phases["busy"] and "bank_update" not in phases["busy"]
+            continue
+        learner = phases["busy"]["learner"]
+        for part in ("batch_s", "forward_s", "backward_s", "optimizer_s", "step_s", "export_s", "publish_s",
+                     "measure_s"):
+            assert learner[part] > 0, (k, part)
+        assert phases["seconds"]["learner"] > 0 and phases["busy"]["bank_update"]["seconds"] > 0, k
+        for kind, usage in phases["busy"]["bank_update"]["calls"].items():
+            assert usage["tokens_in"] > 0 and usage["tokens_out"] > 0 and usage["seconds"] > 0, (k, kind)
+            calls[kind] = usage
+    assert set(calls) == {"segment", "contract", "curator"}
+    assert end["phases"]["busy"]["learner"]["forward_s"] > 0 and end["phases"]["seconds"]["learner"] > 0
+    assert "id='chart-phases'" in run.report.read_text()

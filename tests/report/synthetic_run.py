@@ -3,7 +3,8 @@ as the policy's, `coplay.driver.metrics.iteration_record` for every metrics line
 the loop's shape), banks made by `coplay.skills.update_bank` and saved with `save_bank`, and evaluations
 written by `coplay.eval.protocol.write_eval` from `summarize_eval` (2048 at two iterations, a random-bot
 baseline, and Avalon with win rates). Each iteration's trajectories are written as a shard, their 2048 steps
-marked with the skills the bank labels them with (what the skill analysis reads).
+marked with the skills the bank labels them with (what the skill analysis reads). Every line carries the
+phase timeline (`coplay.driver.phases`), from laps as the loop takes them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from coplay.config import CoplayConfig, LeagueConfig, SkillBankConfig
 from coplay.driver.league import League
 from coplay.driver.metrics import iteration_record, reward_parts
+from coplay.driver.phases import Laps, phase_record, start_busy
 from coplay.driver.records import CollectStats, IterationData
 from coplay.eval.protocol import summarize_eval, write_eval
 from coplay.rollout.bot_episodes import play_bot_episodes
@@ -63,7 +65,18 @@ def _train(iteration: int, rng: random.Random) -> TrainStep:
                     "grad_norm": rng.uniform(0.1, 2.0), "samples": 40} for a in ADAPTERS}
     return TrainStep(learner_step=iteration - 1, adapters=adapters, trained_tokens=5000 + 100 * iteration,
                      published={a: iteration for a in ADAPTERS}, seconds=2.0 + rng.random(),
-                     reward_parts=reward_parts(_samples(rng, iteration - 1, 10)))
+                     reward_parts=reward_parts(_samples(rng, iteration - 1, 10)),
+                     timings={"batch_s": 0.1, "forward_s": 0.6, "backward_s": 0.9, "optimizer_s": 0.1,
+                              "step_s": 1.7, "export_s": 0.2, "publish_s": 0.3, "measure_s": 0.4})
+
+
+def _laps(iteration: int) -> Laps:
+    """The driver's laps of one iteration, as the loop takes them (evaluations and checkpoints every other
+    iteration)."""
+    seconds = {"publish_sync": 0.5 + 0.1 * iteration, "rollouts": 30.0 + iteration, "learner": 3.0,
+               "bank_update": 0.4 * iteration, "curriculum": 0.0, "evaluation": 4.0 * (iteration % 2 == 0),
+               "checkpoint": 1.5 * (iteration % 2 == 1)}
+    return Laps(sum(seconds.values()) + 0.2, seconds)
 
 
 def _league_games(league: League, iteration: int) -> list[Trajectory]:
@@ -90,9 +103,13 @@ def build_run(root: Path, games_dir_name: str = "synthetic") -> RunDir:
     sft = {a: {"examples": 64, "batches": 16, "epochs": 2, "first_loss": 9.5 - i / 10,
                "last_loss": 0.4 + i / 10}
            for i, a in enumerate(ADAPTERS)}  # the shape `coplay.learn` reports per adapter
+    start = Laps(140.0, {"startup_ray": 4.0, "startup_learner": 25.0, "cold_start_teacher": 95.0,
+                         "startup_engines": 3.0, "evaluation": 12.0})
     run.append_metrics({"iteration": 0, "cold_start": {"sft": sft, "sft_seconds": 61.0,
                                                        "seed_bank_trajectories": 4},
-                        "versions": versions, "bank_versions": {"2048": 0}})
+                        "versions": versions, "bank_versions": {"2048": 0},
+                        "phases": phase_record(start, start_busy([48.0], 61.0),
+                                               [("cold_start_teacher", "cold_start_sft", 61.0)])})
     for k in range(1, ITERATIONS + 1):
         experts = play_bot_episodes("2048", "expert", [100 * k + i for i in range(4)], max_steps=40)
         bank, bank_samples, bank_report = update_bank(bank, experts, None, bank_cfg, k)
@@ -107,8 +124,13 @@ def build_run(root: Path, games_dir_name: str = "synthetic") -> RunDir:
         trajectories += [t for t in _league_games(league, k) if t.policy == "model"]
         _run_skills([t for t in trajectories if t.game == "2048"], bank, bank_cfg)
         write_shard(run.shard_path(k, 0), Shard(f"it{k}", k, 0, trajectories))
-        record = iteration_record(k, data, stats, BankUpdate(reports=[bank_report]), train, versions,
-                                  40.0 + 2 * k, {}, league=league.table())
+        calls = {"segment": {"calls": 2, "prompts": 4, "completions": 8, "tokens_in": 3000 + k,
+                             "tokens_out": 200, "seconds": 4.0},
+                 "contract": {"calls": 1, "prompts": 3, "completions": 6, "tokens_in": 2500,
+                              "tokens_out": 900, "seconds": 6.0}}
+        bank_update = BankUpdate(reports=[bank_report], seconds=12.0 + k, calls=calls if k > 1 else {})
+        record = iteration_record(k, data, stats, bank_update, train, versions, 40.0 + 2 * k, {},
+                                  league=league.table(), phases=_laps(k))
         run.append_metrics(record)
     for k in (2, 4):
         evaluated = _as_policy(play_bot_episodes("2048", "expert", [1_000_000 + i for i in range(6)], 40),

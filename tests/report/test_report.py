@@ -62,9 +62,9 @@ def test_report_is_self_contained_and_holds_every_section(synthetic_report):
         "the page references a remote resource"
     assert not re.search(r"url\(\s*['\"]?https?:", page)
     for section in ("learning", "rewards", "invalid", "learner", "banks", "skills", "league", "eval",
-                    "throughput", "config"):
+                    "throughput", "phases", "config"):
         assert f"<section id='{section}'>" in page
-    assert page.count("<figure class='chart'") == 12
+    assert page.count("<figure class='chart'") == 13
     assert page.count("id='chart-skills-2048-") == 3  # skills per version, tags per version, the policy's use
     assert page.count("Skill analysis</h2>") == 1  # the embedded bank report does not repeat it
     assert "<h3>avalon after iteration" in page and "<td>act@v0</td>" in page and "<td>expert</td>" in page

@@ -20,7 +20,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).parent / "artifacts"
 # Charts of the synthetic run: score 2048, score avalon, reward parts, invalid, learner, bank size, bank ops,
 # skills per version, tags per version, the policy's skill use, league, timings.
-EXPECTED_CHARTS = 12
+EXPECTED_CHARTS = 13
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None,
                                 reason="Debian's chromium is not installed "

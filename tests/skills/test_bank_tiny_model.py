@@ -10,10 +10,11 @@ import json
 
 from coplay.config import SkillBankConfig
 from coplay.rollout.bot_episodes import play_bot_episodes
-from coplay.skills import Bank, update_bank
+from coplay.skills import Bank, FunctionCaller, update_bank
 
 
 def test_bank_stays_valid_and_counts_rejections_with_the_tiny_model(tiny_caller):
+    tiny_caller = FunctionCaller(tiny_caller.generate, pass_max_tokens=True)  # its own call usage
     cfg = SkillBankConfig(group_size=2, segmentation={"max_prompts": 4})
     expert = play_bot_episodes("2048", "expert", list(range(8)), max_steps=40)
     seeded, _, _ = update_bank(Bank("2048"), expert, None, cfg, iteration=0)  # the deterministic seed bank
@@ -31,6 +32,13 @@ def test_bank_stays_valid_and_counts_rejections_with_the_tiny_model(tiny_caller)
     print("tiny-model caller counts:", rejected, "samples:", report["samples"])
     assert sum(rejected.values()) > 0, \
         f"the random-ish tiny model's answers should be mostly unusable: {report}"
+    # what the calls cost per kind (the phase timeline's bank rows): every completion counted, real tokens
+    usage = tiny_caller.usage_json()
+    assert {s.adapter for s in samples} <= set(usage) == set(tiny_caller.calls)
+    for kind, u in usage.items():
+        assert u["completions"] == tiny_caller.calls[kind] == u["prompts"] * cfg.group_size, kind
+        assert u["calls"] >= 1 and u["tokens_in"] > 0 and u["tokens_out"] > 0 and u["seconds"] > 0, kind
+    assert sum(u["tokens_out"] for u in usage.values()) == sum(len(s.completion_ids) for s in samples)
 
 
 def test_constrained_contracts_make_even_the_untrained_model_write_valid_protocols(constrained_tiny_caller):

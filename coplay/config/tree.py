@@ -256,6 +256,16 @@ class LearnerConfig(Section):
     gradient_checkpointing: bool = Field(
         False, description="recompute each decoder layer in the backward pass instead of keeping its "
                            "activations (long prompts, big models)")
+    frozen_trunk: bool = Field(
+        True, description="run the decoder layers below an adapter's lowest LoRA layer (`top_layers`) "
+                          "without autograd, and the LM head only where completion tokens are predicted "
+                          "(coplay/learn/trunk.py; the same log-probs); false: transformers' own forward")
+    share_prefix: bool = Field(
+        True, description="compute the prompt prefix a micro-batch's samples share (a game's system turn) "
+                          "once per micro-batch instead of once per sample, its frozen-trunk part once per "
+                          "step (coplay/learn/trunk.py; the same log-probs and gradients to float32 "
+                          "rounding). Not with gradient_checkpointing (checkpointed layers drop the "
+                          "keys/values cache it needs): ignored there")
     max_seq_len: int | None = Field(
         None, ge=1, description="longest prompt + completion the learner plans memory for; None: "
                                 "engine.max_model_len")

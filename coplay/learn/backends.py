@@ -10,7 +10,9 @@ Every adapter has its own trainer object, owning only that adapter's LoRA parame
 
 Losses passed to `backward` are this rank's share of a loss whose weights were computed over the whole
 global batch, so gradients are *summed* over ranks (DeepSpeed averages: the loss is scaled by the world size).
-Only this package imports deepspeed, and only inside `DeepSpeedAdapterTrainer`.
+Only this package imports deepspeed, and only inside `DeepSpeedAdapterTrainer`. With `frozen_trunk`, an
+adapter's forward runs the decoder layers below its lowest LoRA layer without autograd
+(`coplay.learn.trunk`; the same log-probs).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 import torch
 
 from coplay.learn.logprobs import TokenBatch, batch_logprobs, select_adapter
+from coplay.learn.trunk import check_split_support, lowest_adapted_layer
 
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8
@@ -59,9 +62,10 @@ def _restore_adam_state(opt: torch.optim.Optimizer, param: torch.Tensor, state: 
 class AdapterModule(torch.nn.Module):
     """A module whose parameters are exactly one adapter's LoRA layers; its forward runs the whole policy
     with that adapter selected. The policy is held as a plain attribute, not a submodule, so an engine over
-    this module owns (partitions, hooks, casts) the adapter and nothing of the frozen base."""
+    this module owns (partitions, hooks, casts) the adapter and nothing of the frozen base. `frozen_trunk`:
+    the layers below the adapter's lowest LoRA layer run without autograd (`coplay.learn.trunk`)."""
 
-    def __init__(self, policy: Any, adapter: str):
+    def __init__(self, policy: Any, adapter: str, frozen_trunk: bool = False):
         super().__init__()
         from peft.tuners.lora import LoraLayer
 
@@ -78,17 +82,21 @@ class AdapterModule(torch.nn.Module):
         if owned != {id(p) for p in expected.values()}:
             raise ValueError(f"adapter {adapter!r}: only lora_A/lora_B layers are supported "
                              f"({len(owned)} owned vs {len(expected)} LoRA tensors)")
+        if frozen_trunk:
+            check_split_support(policy)
+        self.trunk_depth = lowest_adapted_layer(policy, adapter) if frozen_trunk else None
 
     def forward(self, batch: TokenBatch, temperature: torch.Tensor) -> torch.Tensor:
         select_adapter(self.policy, self.adapter)
-        return batch_logprobs(self.policy, batch, temperature)
+        return batch_logprobs(self.policy, batch, temperature, self.trunk_depth)
 
 
 class TorchAdapterTrainer:
     """Plain torch: AdamW over one adapter, gradients summed over ranks, global-norm clipping."""
 
-    def __init__(self, policy: Any, adapter: str, lr: float, grad_clip: float, world_size: int):
-        self.module = AdapterModule(policy, adapter)
+    def __init__(self, policy: Any, adapter: str, lr: float, grad_clip: float, world_size: int,
+                 frozen_trunk: bool = False):
+        self.module = AdapterModule(policy, adapter, frozen_trunk)
         self.adapter = adapter
         self.named_params = adapter_parameters(policy, adapter)
         self.grad_clip = grad_clip
@@ -199,14 +207,15 @@ class DeepSpeedAdapterTrainer:
     """One DeepSpeed engine over one adapter (ZeRO-2 or ZeRO-3), stepped only when the adapter had samples."""
 
     def __init__(self, policy: Any, adapter: str, lr: float, grad_clip: float, world_size: int,
-                 stage: int, offload: bool, bf16: bool, overrides: dict[str, Any]):
+                 stage: int, offload: bool, bf16: bool, overrides: dict[str, Any],
+                 frozen_trunk: bool = False):
         import deepspeed
 
         _skip_shm_comm_op()
         self.adapter = adapter
         self.world_size = world_size
         self.named_params = adapter_parameters(policy, adapter)
-        module = AdapterModule(policy, adapter)
+        module = AdapterModule(policy, adapter, frozen_trunk)
         optimizer = torch.optim.AdamW(list(module.parameters()), lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS,
                                       weight_decay=0.0)
         self.config = deepspeed_config(stage, offload, bf16, grad_clip, overrides)

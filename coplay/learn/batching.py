@@ -4,7 +4,14 @@ Every rank sees the whole learner-step batch and takes items i ≡ rank (mod wor
 over the *whole* batch of an adapter (see `grpo.aggregation_weights`), so the per-rank, per-micro-batch
 losses add up to exactly the single-process loss. Every rank runs the same number of micro-batches per
 adapter (ZeRO-3 gathers and reduce-scatters inside forward/backward, so the calls must pair up across
-ranks); a rank with fewer items pads with a copy of an item whose weight is 0. Imports torch only.
+ranks); a rank with fewer items pads with a copy of an item whose weight is 0.
+
+Prefix sharing (`learner.share_prefix`): `order_for_sharing` puts items with common prompt beginnings next to
+each other, and `share_prefixes` gives every micro-batch the number of leading tokens its rows share (computed
+once by `coplay.learn.trunk`). The step's common prefix (a game's system turn) is the same on every rank, so
+ranks run the same module calls (ZeRO-3 gathers inside them); only a single rank falls back to each
+micro-batch's own common prefix when the step's is short (several games' prompts in one step). Imports torch
+only.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import torch
 from coplay.engines.token_masks import TokenMasks
 from coplay.learn.grpo import aggregation_weights
 from coplay.learn.logprobs import TokenBatch, make_token_batch
+from coplay.learn.trunk import MIN_SHARED_PREFIX, PrefixStore, shared_prefix_len
 from coplay.types import Sample
 
 
@@ -112,3 +120,37 @@ def to_micro_batch(items: list[TrainItem], pad_id: int = 0, masks: TokenMasks | 
         temperatures=torch.tensor([i.temperature for i in items], dtype=torch.float32),
         on_policy=torch.tensor([i.on_policy for i in items], dtype=torch.bool),
     )
+
+
+def order_for_sharing(items: list[TrainItem]) -> list[TrainItem]:
+    """`items` in the order that shares most: when all the step's prompts open with one common prefix (one
+    game's system turn), by sequence length, so that a micro-batch's rows pad little (identical prompts stay
+    adjacent: same length, then by tokens); otherwise by prompt tokens, so that the prompts of a game sit
+    together and micro-batches cut from the list share longer prefixes. The order changes only the
+    summation order of the gradient (loss weights are per item)."""
+    if shared_prefix_len([item.prompt_ids for item in items]) >= MIN_SHARED_PREFIX:
+        return sorted(items, key=lambda i: (len(i.prompt_ids) + len(i.completion_ids), i.prompt_ids))
+    return sorted(items, key=lambda item: item.prompt_ids)
+
+
+def share_prefixes(batches: list[MicroBatch], items: list[TrainItem], world: int,
+                   store: PrefixStore | None = None) -> None:
+    """Set the shared prefix of this rank's micro-batches of `items` (the adapter's whole step, every
+    rank's): `TokenBatch.prefix_len`, the leading tokens a micro-batch's rows share, and `prefix_base`, the
+    leading tokens all the step's prompts share, whose trunk states `store` keeps for every micro-batch.
+    Where the step's common prefix is at least `MIN_SHARED_PREFIX` tokens, every micro-batch shares (its
+    own common prefix is at least as long), so every rank does; otherwise only a lone rank shares, in the
+    micro-batches of several rows whose own common prefix is long enough."""
+    common = shared_prefix_len([item.prompt_ids for item in items])
+    for batch in batches:
+        rows = batch.tokens.prompt_lens
+        own = shared_prefix_len([batch.tokens.input_ids[i, :p].tolist() for i, p in enumerate(rows)])
+        if common >= MIN_SHARED_PREFIX:
+            length, base = own, common
+        elif world == 1 and own >= MIN_SHARED_PREFIX and len(rows) > 1:
+            length, base = own, own
+        else:
+            length, base = 0, 0
+        batch.tokens.prefix_len = length
+        batch.tokens.prefix_base = base
+        batch.tokens.prefix_store = store

@@ -54,14 +54,17 @@ from coplay.learn.batching import (
     MicroBatch,
     TrainItem,
     items_from_samples,
+    order_for_sharing,
     rank_micro_batches,
     set_weights,
+    share_prefixes,
     to_micro_batch,
 )
 from coplay.learn.distributed import all_reduce_sum, ensure_process_group
 from coplay.learn.grpo import grpo_loss
 from coplay.learn.logprobs import adapter_context, batch_logprobs, completion_distributions, select_adapter
 from coplay.learn.memory import enable_checkpointing, eval_mode
+from coplay.learn.trunk import PrefixStore, lowest_adapted_layer
 from coplay.learn.update_size import UpdateSize, as_served, token_kl, weight_change
 from coplay.types import AdapterVersion, Sample
 
@@ -158,9 +161,11 @@ class Learner:
     def _make_trainer(self, adapter: str, overrides: dict[str, Any]) -> Any:
         lr = self.lr_of(adapter)
         if self.cfg.backend == "torch":
-            return TorchAdapterTrainer(self.policy, adapter, lr, self.cfg.grad_clip, self.world_size)
+            return TorchAdapterTrainer(self.policy, adapter, lr, self.cfg.grad_clip, self.world_size,
+                                       self.cfg.frozen_trunk)
         return DeepSpeedAdapterTrainer(self.policy, adapter, lr, self.cfg.grad_clip, self.world_size,
-                                       self.cfg.zero_stage, self.cfg.offload_optimizer, self.bf16, overrides)
+                                       self.cfg.zero_stage, self.cfg.offload_optimizer, self.bf16, overrides,
+                                       self.cfg.frozen_trunk)
 
     # ------------------------------------------------------------------ training
     def train_step(self, samples: list[Sample], advantages: dict[str, float]) -> StepMetrics:
@@ -300,14 +305,20 @@ class Learner:
         return load_checkpoint(self, ckpt_dir)
 
     def _plan(self, items: list[TrainItem]) -> list[MicroBatch]:
+        share = self.cfg.share_prefix and not self.cfg.gradient_checkpointing  # see LearnerConfig
+        if share:
+            items = order_for_sharing(items)
         chunks = rank_micro_batches(items, self.rank, self.world_size, self.cfg.micro_batch_size)
         masks = self._token_masks(items)
         batches = [to_micro_batch(chunk, self.pad_id, masks) for chunk in chunks]
+        if share:
+            share_prefixes(batches, items, self.world_size, PrefixStore())
         if self.cfg.kl_beta > 0:
+            depth = lowest_adapted_layer(self.policy, None) if self.cfg.frozen_trunk else None
             started = self._now()
             with torch.no_grad(), adapter_context(self.policy, None):
                 for mb in batches:
-                    mb.ref_logprobs = batch_logprobs(self.policy, mb.tokens, mb.temperatures).cpu()
+                    mb.ref_logprobs = batch_logprobs(self.policy, mb.tokens, mb.temperatures, depth).cpu()
             self._lap("reference_s", started)
         return batches
 

@@ -8,8 +8,10 @@ right-padded (a causal model's real tokens never see the padding after them) and
 columns that hold completion tokens are computed (`logits_to_keep`), so a large vocabulary costs
 B x (completion columns) x V, not B x (whole sequence) x V.
 
-`completion_logprobs` is the entry point the engines' parity test uses. Imports torch only (the model is
-passed in).
+With a trunk depth or a shared prefix (`TokenBatch.prefix_len`), the learner takes the split forward of
+`coplay.learn.trunk` instead (same log-probs to float32 rounding; the frozen layers without autograd, the
+prefix once per micro-batch). `completion_logprobs` is the entry point the engines' parity test uses.
+Imports torch only (the model is passed in).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 import torch
 
 from coplay.engines.token_masks import mask_logits
+from coplay.learn.trunk import PrefixStore, split_completion_logits
 
 
 @dataclass
@@ -35,6 +38,9 @@ class TokenBatch:
     prompt_lens: list[int]
     completion_lens: list[int]
     bitmask: torch.Tensor | None = None  # [B, C, words] int32 constraint masks (-1: unconstrained), or None
+    prefix_len: int = 0  # leading tokens every row shares, computed once (`coplay.learn.trunk`); 0: none
+    prefix_store: PrefixStore | None = None  # the step's trunk states of shared prefixes, reused
+    prefix_base: int = 0  # the step's common prefix (<= prefix_len) whose trunk states the store keeps
 
 
 def make_token_batch(prompt_ids: list[list[int]], completion_ids: list[list[int]],
@@ -66,23 +72,32 @@ def make_token_batch(prompt_ids: list[list[int]], completion_ids: list[list[int]
     return TokenBatch(input_ids, attention, comp_mask, comp_ids, first, p_lens, c_lens)
 
 
-def batch_logprobs(model: Any, batch: TokenBatch, temperature: float | torch.Tensor) -> torch.Tensor:
+def batch_logprobs(model: Any, batch: TokenBatch, temperature: float | torch.Tensor,
+                   trunk_depth: int | None = None) -> torch.Tensor:
     """[B, C] log-probs of the completion tokens at `temperature` (a float, or one per row as a [B] tensor;
-    0 where padded); differentiable."""
-    logp = completion_distributions(model, batch, temperature)
+    0 where padded); differentiable. `trunk_depth`: see `completion_distributions`."""
+    logp = completion_distributions(model, batch, temperature, trunk_depth)
     device = logp.device
     token_lp = torch.gather(logp, 2, batch.completion_ids.to(device)[:, :, None]).squeeze(2)
     return token_lp * batch.completion_mask.to(device)
 
 
-def completion_distributions(model: Any, batch: TokenBatch,
-                             temperature: float | torch.Tensor) -> torch.Tensor:
+def completion_distributions(model: Any, batch: TokenBatch, temperature: float | torch.Tensor,
+                             trunk_depth: int | None = None) -> torch.Tensor:
     """[B, C, V] float32 log-softmax over the vocabulary at every completion position, at `temperature`
     (constrained rows: the masked distribution the engine sampled from). Rows are meaningful only where
-    `batch.completion_mask` is 1. What `batch_logprobs` picks from; the update-size KL reads it whole."""
+    `batch.completion_mask` is 1. What `batch_logprobs` picks from; the update-size KL reads it whole.
+
+    `trunk_depth` (layers below it run without autograd) or `batch.prefix_len` > 0 select the split forward
+    (`coplay.learn.trunk`); neither: transformers' own forward, as before the split existed."""
     temps = torch.as_tensor(temperature, dtype=torch.float32)
     if bool((temps <= 0).any()):
         raise ValueError(f"temperature {temperature}: log-probs need a positive sampling temperature")
+    if trunk_depth is not None or batch.prefix_len > 0:
+        picked = split_completion_logits(model, batch.input_ids, batch.attention_mask, batch.prompt_lens,
+                                         batch.completion_ids.shape[1], batch.prefix_len, trunk_depth or 0,
+                                         batch.prefix_store, batch.prefix_base)
+        return _log_softmax(picked, batch, temps)
     device = next(p for p in model.parameters()).device
     seq_len = batch.input_ids.shape[1]
     keep = seq_len - batch.first_column  # columns first_column .. seq_len-1
@@ -97,7 +112,12 @@ def completion_distributions(model: Any, batch: TokenBatch,
     offsets = torch.tensor([p - 1 - batch.first_column for p in batch.prompt_lens], device=device)
     cols = (offsets[:, None] + torch.arange(c_max, device=device)[None, :]).clamp(max=keep - 1)
     picked = torch.gather(logits, 1, cols[:, :, None].expand(-1, -1, logits.shape[-1]))
-    scale = temps.to(device).reshape(-1, 1, 1) if temps.dim() == 1 else temps.to(device)
+    return _log_softmax(picked, batch, temps)
+
+
+def _log_softmax(picked: torch.Tensor, batch: TokenBatch, temps: torch.Tensor) -> torch.Tensor:
+    """[B, C, V] logits at the completion positions -> the engine's float32 log-distribution."""
+    scale = temps.to(picked.device).reshape(-1, 1, 1) if temps.dim() == 1 else temps.to(picked.device)
     if batch.bitmask is not None:  # constrained samples: the masked distribution the engine sampled from
         picked = mask_logits(picked, batch.bitmask)
     return torch.log_softmax(picked.float() / scale, dim=-1)

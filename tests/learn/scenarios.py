@@ -20,8 +20,9 @@ def model_config(cache_dir: str) -> ModelConfig:
     return ModelConfig(name="tiny", dtype="float32", tiny=TinyModelConfig(cache_dir=cache_dir))
 
 
-def lora_specs(names: tuple[str, ...] = ADAPTERS) -> dict[str, LoraSpec]:
-    return {a: LoraSpec(r=4, alpha=8, dropout=0.0) for a in names}
+def lora_specs(names: tuple[str, ...] = ADAPTERS, lora: dict | None = None) -> dict[str, LoraSpec]:
+    """The scenarios' LoRA shape; `lora` overrides fields (e.g. `{"top_layers": 1}`)."""
+    return {a: LoraSpec(**{"r": 4, "alpha": 8, "dropout": 0.0, **(lora or {})}) for a in names}
 
 
 def learner_config(backend: str, stage: int = 2, **kw) -> LearnerConfig:
@@ -31,11 +32,12 @@ def learner_config(backend: str, stage: int = 2, **kw) -> LearnerConfig:
     return LearnerConfig(backend=backend, zero_stage=stage, **base)
 
 
-def make_learner(cache_dir: str, backend: str, stage: int = 2, names: tuple[str, ...] = ADAPTERS, **kw):
+def make_learner(cache_dir: str, backend: str, stage: int = 2, names: tuple[str, ...] = ADAPTERS,
+                 lora: dict | None = None, **kw):
     from coplay.learn.learner import Learner
 
     overrides = ZERO3_PARTITIONED if backend == "deepspeed" and stage == 3 else None
-    return Learner(model_config(cache_dir), lora_specs(names), learner_config(backend, stage, **kw),
+    return Learner(model_config(cache_dir), lora_specs(names, lora), learner_config(backend, stage, **kw),
                    adapter_names=names, deepspeed_overrides=overrides)
 
 
@@ -56,6 +58,19 @@ def batch(step: int, adapters: tuple[str, ...], n: int = 5) -> tuple[list[Sample
                                   completion_ids=completion, logprobs=logprobs, group_id=f"{adapter}-{step}",
                                   temperature=0.9, sample_id=sid))
             adv[sid] = float(torch.randn(1, generator=gen))
+    return samples, adv
+
+
+def prefixed_batch(step: int, adapters: tuple[str, ...], n: int = 7) -> tuple[list[Sample], dict[str, float]]:
+    """`batch`'s samples behind a 20-token header every prompt shares and one of two 24-token system turns
+    (two games' steps): the learner's shared-prefix path shares the header on every rank and, within a
+    micro-batch whose rows have one system turn, that too."""
+    samples, adv = batch(step, adapters, n)
+    gen = torch.Generator().manual_seed(step)
+    header = torch.randint(5, 2000, (20,), generator=gen).tolist()
+    systems = [torch.randint(5, 2000, (24,), generator=gen).tolist() for _ in range(2)]
+    for i, sample in enumerate(samples):
+        sample.prompt_ids = header + systems[i % 3 == 0] + list(sample.prompt_ids)
     return samples, adv
 
 
@@ -81,17 +96,25 @@ def main() -> None:
     parser.add_argument("--resume", default=None)
     parser.add_argument("--save", default=None, help="checkpoint folder written after the last step")
     parser.add_argument("--publish", default=None, help="adapters folder: publish the last step's changes")
+    parser.add_argument("--prefixed", action="store_true",
+                        help="prompts behind shared system turns (`prefixed_batch`), LoRA on the top layer")
+    parser.add_argument("--old-forward", action="store_true",
+                        help="learner.frozen_trunk and learner.share_prefix off (transformers' own forward)")
     parser.add_argument("--out", required=True,
                         help="safetensors file of the final weights and moments (rank 0)")
     args = parser.parse_args()
     from safetensors.torch import save_file
 
-    learner = make_learner(args.cache, args.backend, args.stage)
+    fast = not args.old_forward
+    lora = {"top_layers": 1} if args.prefixed else None
+    learner = make_learner(args.cache, args.backend, args.stage, lora=lora, frozen_trunk=fast,
+                           share_prefix=fast)
+    make_batch = prefixed_batch if args.prefixed else batch
     if args.resume:
         learner.load_checkpoint(args.resume)
     previous = snapshot(learner)
     for step in (int(s) for s in args.steps.split(",")):
-        samples, adv = batch(step, RESUME_PLAN[step])
+        samples, adv = make_batch(step, RESUME_PLAN[step])
         learner.train_step(samples, adv)
         current = snapshot(learner)
         for idle in set(learner.adapter_names) - set(RESUME_PLAN[step]):

@@ -1,0 +1,270 @@
+"""Learner speed on the SmolLM2 demo config: transformers' own forward (the old path) against the split
+forward of `coplay.learn.trunk` (frozen trunk, shared prompt prefix), side by side in one process.
+
+The learner is the demo's (`launch/configs/demo-2048-smollm2.yaml`: LoRA r16/α32 on the seven projections of
+the top 8 of SmolLM2's 30 layers, micro-batches of 8, backend and learning rate as configured) in float32
+(`model.dtype=float32 learner.bf16=false`: this machine's CPUs have no native bfloat16), training the `act`
+adapter on real 2048 `act` samples: the prompts the decision agent sends (`expert_examples`, chat template,
+system turn of about 325 tokens) and the expert's answers as completions, advantages ±1, on-policy (the
+learner's first forward gives the old log-probs, as in a synchronous run). One `Learner` per arm
+(`--arms`: `old` = frozen_trunk and share_prefix off, `trunk`, `prefix`, `new` = both on), all built from
+the same seed; every repeat times one `train_step` of every arm, the arms' order alternating between
+repeats so a machine whose load drifts slows them alike, after one untimed warm-up step each.
+
+Reported per arm: median seconds per step, samples/s, processed tokens/s (every sample's prompt +
+completion tokens, as `benchmarks.learner` counts them), and two shares of the float32 matmul peak
+(`benchmarks.cpu_kernels.matmul_peak`, measured at the start and the end of this run on the same threads;
+the higher is the yardstick): `share_of_peak` counts 2 x the base model's parameters (SmolLM2: 2 x 134.5 M)
+FLOP per processed token, as `benchmarks/results/smollm2-throughput-learner.json` does (the forward of the
+tokens, whether computed or shared), `executed_share_of_peak` the matmul FLOP the arm actually runs
+(`executed_flop`: forward of every layer over the tokens it computes, backward of the adapted layers, LM head
+where it runs). Ratios of each arm's samples/s over `old`'s; the largest difference of the arms' adapter
+weights from `old`'s after the steps beside the largest weight (they train on the same data, so they agree
+to float32 rounding, which AdamW magnifies to a fraction of one step's size on entries whose gradient is
+near zero: there it steps by about ±lr whatever the gradient's size).
+`--contend N` runs a process keeping N threads busy with float32 matmuls throughout (a rollout engine beside
+the learner, as in a run; the peak is then measured under it too). Prints one JSON object and writes it to
+`--out`.
+
+Run: ``python -m benchmarks.learner_speed [--samples 16] [--repeats 3] [--arms old,new]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from coplay.learn.trunk import MIN_SHARED_PREFIX, shared_prefix_len
+
+COMMAND = "python -m benchmarks.learner_speed"
+DEMO = "launch/configs/demo-2048-smollm2.yaml"
+ARMS = {"old": (False, False), "trunk": (True, False), "prefix": (False, True), "new": (True, True)}
+OUT = "benchmarks/results/learner-speed-smollm2.json"
+
+
+def act_samples(tokenizer: Any, count: int, history: int, temperature: float) -> tuple[list, dict]:
+    """`count` act Samples of 2048 with the decision agent's prompts and the expert's answers."""
+    import coplay_envs
+    from coplay.learn.sft import tokenize_example
+    from coplay.learn.teacher import expert_examples
+    from coplay.types import Sample
+
+    seeds = list(range(1000, 1000 + max(1, count // 8 + 1)))
+    examples = [e for e in expert_examples("2048", seeds, coplay_envs.rules("2048"), history_len=history,
+                                           max_steps=8) if e.adapter == "act"][:count]
+    samples, advantages = [], {}
+    for i, example in enumerate(examples):
+        tokens = tokenize_example(tokenizer, example.messages, example.completion)
+        sid = f"act-{i}"
+        samples.append(Sample(adapter="act", adapter_version=0, prompt_ids=tokens.prompt_ids,
+                              completion_ids=tokens.completion_ids,
+                              logprobs=[-1.0] * len(tokens.completion_ids), group_id=f"g{i // 4}",
+                              temperature=temperature, sample_id=sid))
+        advantages[sid] = 1.0 if i % 2 else -1.0
+    return samples, advantages
+
+
+def executed_flop(samples: list[Any], micro_batch: int, top: int, layers: int, arm: str, dims: dict) -> float:
+    """Matmul FLOP of one learner step of `arm` over `samples` (Samples or TrainItems, in the order trained;
+    micro-batches of `micro_batch`):
+    forward of each layer's projections (2 x its weights per token) and attention (4 x hidden x keys per
+    token), backward of the `top` adapted layers (the same again for the input gradient; LoRA's own terms
+    are under 1%), the LM head (2 x hidden x vocab per column, twice with backward) where it runs. Padding
+    counts: a padded column is computed like a real one."""
+    hidden, per_layer, vocab = dims["hidden"], dims["layer_weights"], dims["vocab"]
+    frozen, shared = ARMS[arm]
+    total = 0.0
+    trunk_done: set[tuple[int, ...]] = set()
+    step_prefix = _common([s.prompt_ids for s in samples])
+    for start in range(0, len(samples), micro_batch):
+        rows = samples[start : start + micro_batch]
+        prompts = [s.prompt_ids for s in rows]
+        prefix, base = 0, 0
+        if shared:  # `batching.share_prefixes` on one rank
+            own = _common(prompts)
+            if step_prefix >= MIN_SHARED_PREFIX:
+                prefix, base = own, step_prefix
+            elif own >= MIN_SHARED_PREFIX and len(rows) > 1:
+                prefix, base = own, own
+        width = max(len(s.prompt_ids) + len(s.completion_ids) for s in rows) - prefix
+        keys = prefix + width / 2  # mean keys a suffix token attends to
+        total += len(rows) * width * (2 * per_layer + 4 * hidden * keys) * (layers + top)
+        if prefix:
+            key = tuple(prompts[0][:base])
+            trunk_tokens = (prefix - base) + (0 if frozen and key in trunk_done else base)
+            trunk_done.add(key)
+            per_token = 2 * per_layer + 2 * hidden * prefix  # attention: half the prefix on average
+            total += (trunk_tokens * (layers - top) + prefix * 2 * top) * per_token
+        if frozen or prefix:  # the split forward: the LM head only where completion tokens are predicted
+            columns = max(len(s.completion_ids) for s in rows)
+        else:  # `logits_to_keep`: every column from the shortest prompt's end
+            columns = width + prefix - min(len(p) for p in prompts) + 1
+        total += 2 * 2 * hidden * vocab * len(rows) * columns
+    return total
+
+
+def _common(prompts: list[list[int]]) -> int:
+    return shared_prefix_len(prompts)
+
+
+def build_arms(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+    from coplay.config import load_config
+    from coplay.learn.learner import Learner
+
+    cfg = load_config(DEMO, ["model.dtype=float32", "learner.bf16=false", f"learner.backend={args.backend}",
+                             f"learner.micro_batch_size={args.micro_batch}", *args.set])
+    learners = {}
+    for arm in args.arms.split(","):
+        frozen, shared = ARMS[arm]
+        learner_cfg = cfg.learner.model_copy(update={"frozen_trunk": frozen, "share_prefix": shared})
+        learners[arm] = Learner(cfg.model, cfg.adapters, learner_cfg, cfg.sampling.max_tokens,
+                                seed=cfg.seeds.run, adapter_names=("act",))
+    return learners, cfg
+
+
+def cpu_flags() -> dict[str, bool]:
+    flags = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    return {"avx2": "avx2" in flags, "avx512f": "avx512f" in flags,
+            "native_bf16": bool(flags & {"avx512_bf16", "amx_bf16"})}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=16, help="act samples per learner step")
+    parser.add_argument("--micro-batch", type=int, default=8, help="learner.micro_batch_size (demo: 8)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed steps per arm")
+    parser.add_argument("--arms", default="old,new", help=f"comma-separated, of {sorted(ARMS)}")
+    parser.add_argument("--history", type=int, default=0, help="recent steps in the prompts (0: ~445 tokens)")
+    parser.add_argument("--backend", default="deepspeed", help="learner.backend (the demo's: deepspeed)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (the demo's learner.threads)")
+    parser.add_argument("--peak-seconds", type=float, default=2.0)
+    parser.add_argument("--contend", type=int, default=0,
+                        help="threads of a competing process doing float32 matmuls throughout (a rollout "
+                             "engine sharing the cores, as in a run); 0: none")
+    parser.add_argument("--out", default=OUT, help="also write the JSON here ('' : don't)")
+    parser.add_argument("--set", action="append", default=[],
+                        help="more config overrides, e.g. model.name=tiny for a smoke run")
+    args = parser.parse_args()
+
+    import torch
+
+
+    torch.set_num_threads(args.threads)
+    started, load_start = time.time(), list(os.getloadavg())
+    rival = competitor(args.contend) if args.contend else None
+    try:
+        out = measure(args, started, load_start)
+    finally:
+        if rival is not None:
+            rival.kill()
+            rival.wait()
+    text = json.dumps(out, indent=1)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+
+
+def competitor(threads: int) -> subprocess.Popen:
+    """A process that keeps `threads` cores busy with float32 matmuls (what a rollout engine does beside the
+    learner in a run), until killed or until this process is gone."""
+    code = (f"import os, torch\ntorch.set_num_threads({threads})\na = torch.randn(512, 512)\n"
+            f"while os.getppid() == {os.getpid()}:\n    a = torch.tanh(a @ a)\n")
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def measure(args: argparse.Namespace, started: float, load_start: list[float]) -> dict:
+    """Build the arms, time them, and return the JSON object (module docstring)."""
+    import torch
+
+    from benchmarks.cpu_kernels import matmul_peak
+    from coplay.learn.batching import TrainItem, order_for_sharing
+    from coplay.learn.trunk import lowest_adapted_layer
+
+    peaks = [matmul_peak("float32", args.threads, min_seconds=args.peak_seconds)]
+    learners, cfg = build_arms(args)
+    first = next(iter(learners.values()))
+    samples, advantages = act_samples(first.tokenizer, args.samples, args.history, cfg.sampling.temperature)
+    names = list(learners)
+    for name in names:  # warm-up, untimed
+        learners[name].train_step(samples, advantages)
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    for repeat in range(args.repeats):
+        for name in names if repeat % 2 == 0 else names[::-1]:
+            begin = time.perf_counter()
+            learners[name].train_step(samples, advantages)
+            seconds[name].append(time.perf_counter() - begin)
+            print(json.dumps({name: seconds[name][-1]}), file=sys.stderr, flush=True)
+    peaks.append(matmul_peak("float32", args.threads, min_seconds=args.peak_seconds))
+    peak = max(p["gflops"] for p in peaks) * 1e9
+
+    config = first.policy.config
+    layers = int(config.num_hidden_layers)
+    top = layers - lowest_adapted_layer(first.policy, "act")
+    dims = {"hidden": int(config.hidden_size), "vocab": int(config.vocab_size),
+            "layer_weights": sum(p.numel() for n, p in first.policy.get_base_model().get_decoder()
+                                 .layers[-1].named_parameters() if p.dim() == 2 and "lora_" not in n)}
+    processed = sum(len(s.prompt_ids) + len(s.completion_ids) for s in samples)
+    flop_per_token = 2 * sum(p.numel() for n, p in first.policy.named_parameters() if "lora_" not in n)
+    # the order share_prefix trains them in (executed_flop reads only the tokens)
+    ordered = order_for_sharing([TrainItem(s.prompt_ids, s.completion_ids, s.logprobs, 1.0, 0.0)
+                                 for s in samples])
+    results = {}
+    reference = first.adapter_weights("act") if "old" in learners else None
+    for name in names:
+        median = statistics.median(seconds[name])
+        flop = executed_flop(ordered if ARMS[name][1] else samples, args.micro_batch, top, layers, name, dims)
+        weights = learners[name].adapter_weights("act")
+        results[name] = {
+            "frozen_trunk": ARMS[name][0], "share_prefix": ARMS[name][1],
+            "step_seconds": seconds[name], "median_step_seconds": median,
+            "samples_per_s": len(samples) / median, "processed_tokens_per_s": processed / median,
+            "share_of_peak": processed * flop_per_token / median / peak,
+            "executed_gflop_per_step": flop / 1e9, "executed_share_of_peak": flop / median / peak,
+            "max_weight_difference_from_old": None if reference is None else
+            max(float((weights[k] - reference[k]).abs().max()) for k in reference),
+            "max_abs_weight": max(float(w.abs().max()) for w in weights.values()),
+        }
+    base = results.get("old", {}).get("samples_per_s")
+    prompt_lens = [len(s.prompt_ids) for s in samples]
+    out = {
+        "benchmark": "learner_speed",
+        "command": f"{COMMAND} {' '.join(sys.argv[1:])}".strip(),
+        "model": cfg.model.name, "config": f"{DEMO} model.dtype=float32 learner.bf16=false",
+        "dtype": "float32", "cpu": cpu_flags(), "cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "load_average_start": load_start, "load_average_end": list(os.getloadavg()),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "settings": {"samples": len(samples), "micro_batch": args.micro_batch, "repeats": args.repeats,
+                     "backend": args.backend, "lora": cfg.adapters["act"].model_dump(),
+                     "adapted_layers": top, "layers": layers, "history": args.history,
+                     "prompt_tokens": {"min": min(prompt_lens), "median": statistics.median(prompt_lens),
+                                       "max": max(prompt_lens)},
+                     "shared_prefix_tokens": _common([s.prompt_ids for s in samples]),
+                     "completion_tokens_mean": statistics.mean(len(s.completion_ids) for s in samples)},
+        "peak_float32": {"start": peaks[0], "end": peaks[-1], "gflops": peak / 1e9,
+                         "note": "no native bfloat16 on this CPU: the bf16 peak is not a yardstick here"
+                         if not cpu_flags()["native_bf16"] else "float32 run; bf16 not measured"},
+        "flop_per_processed_token": flop_per_token,
+        "arms": results,
+        "ratio_samples_per_s_vs_old": {n: r["samples_per_s"] / base for n, r in results.items()} if base
+        else {},
+        "contending_threads": args.contend,
+        "seconds": time.time() - started,
+    }
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""The learner speed benchmark (benchmarks/learner_speed.py): its FLOP count on hand-made samples, and a run
+on the tiny model checking the JSON it prints (slow)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.learner_speed import executed_flop
+from coplay.learn.distributed import lone_process_env
+from coplay.types import Sample
+
+REPO = Path(__file__).resolve().parents[2]
+DIMS = {"hidden": 10, "layer_weights": 1000, "vocab": 100}
+
+
+def _sample(prompt: list[int], completion: int) -> Sample:
+    return Sample(adapter="act", adapter_version=0, prompt_ids=prompt, completion_ids=[1] * completion,
+                  logprobs=[0.0] * completion, group_id="g", sample_id=str(prompt))
+
+
+def test_the_flop_count_shares_the_prefix_per_micro_batch_and_its_trunk_once():
+    system = list(range(100, 140))  # 40 shared tokens
+    samples = [_sample(system + [k, k + 1], 3) for k in range(4)]
+    flop = {arm: executed_flop(samples, 2, top=1, layers=3, arm=arm, dims=DIMS)
+            for arm in ("old", "trunk", "prefix", "new")}
+    # old: 4 rows x 45 columns through 3 layers forward + 1 backward, LM head on 4 columns per row
+    old_layers = 4 * 45 * (2 * 1000 + 4 * 10 * 22.5) * 4
+    assert flop["old"] == pytest.approx(old_layers + 4 * 10 * 100 * 4 * 4)
+    assert flop["trunk"] == pytest.approx(old_layers + 4 * 10 * 100 * 4 * 3)  # 3 completion columns
+    # sharing: each micro-batch runs 2 rows x 5 columns, and the 40-token prefix once through the adapted
+    # layer (forward and backward); its trunk (2 layers) once in `new`, once per micro-batch in `prefix`
+    assert flop["new"] < flop["prefix"] < flop["old"]
+    per_prefix_token = 2 * 1000 + 2 * 10 * 40
+    assert flop["prefix"] - flop["new"] == pytest.approx(40 * 2 * per_prefix_token)
+
+
+@pytest.mark.slow
+def test_a_run_on_the_tiny_model_prints_every_arm_with_ratios_and_shares(tmp_path):
+    out = tmp_path / "speed.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.learner_speed", "--samples", "4", "--micro-batch", "2",
+         "--repeats", "1", "--arms", "old,new", "--peak-seconds", "0.1", "--set", "model.name=tiny",
+         "--set", f"model.tiny.cache_dir={tmp_path / 'tiny'}", "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=900, env=lone_process_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["command"].startswith("python -m benchmarks.learner_speed --samples 4")
+    assert set(result["arms"]) == {"old", "new"} and result["ratio_samples_per_s_vs_old"]["old"] == 1.0
+    new = result["arms"]["new"]
+    assert new["max_weight_difference_from_old"] < 1e-5
+    assert 0 < new["executed_share_of_peak"] and new["executed_gflop_per_step"] < \
+        result["arms"]["old"]["executed_gflop_per_step"]
+    assert result["settings"]["shared_prefix_tokens"] > 100  # the 2048 system turn

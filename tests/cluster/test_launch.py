@@ -34,6 +34,8 @@ COEVOLUTION_CONFIGS = [CONFIGS / "coevolution-2048.yaml", CONFIGS / "coevolution
                        CONFIGS / "coevolution-candy_crush.yaml"]
 # `python -m benchmarks.skill_sp` (docs/curriculum.md): SmolLM2 on the local machine
 CURRICULUM_CONFIGS = [CONFIGS / "curriculum-2048-smollm2.yaml"]
+# learning runs (does the policy beat its cold start, issue 36): SmolLM2 on the local machine, float32
+LEARNING_CONFIGS = [CONFIGS / "learning-candy_crush.yaml"]
 
 
 def _load_train_module():
@@ -48,7 +50,21 @@ train_py = _load_train_module()
 
 def test_every_game_has_a_real_and_a_tiny_config_and_nothing_else_is_there():
     assert sorted(CONFIGS.glob("*.yaml")) == sorted(ALL_CONFIGS + LOCAL_CONFIGS + COEVOLUTION_CONFIGS
-                                                    + CURRICULUM_CONFIGS)
+                                                    + CURRICULUM_CONFIGS + LEARNING_CONFIGS)
+
+
+@pytest.mark.parametrize("path", LEARNING_CONFIGS, ids=lambda p: p.stem)
+def test_the_learning_configs_train_grpo_alone_on_same_state_groups_on_a_separating_protocol(path):
+    from coplay.config import require_trainable
+
+    cfg = load_config(path)
+    require_trainable(cfg)
+    assert cfg.cluster.address is None and cfg.model.name == "smollm2-135m-instruct"
+    assert cfg.ablation.variant == "grpo_no_bank" and cfg.rollout.grouping == "state"
+    # the protocol benchmarks.ruler found to separate the bots: Candy Crush, 6 moves, 32 seeds
+    assert cfg.games == ["candy_crush"] and cfg.eval.max_steps == 6 and cfg.eval.episodes >= 32
+    assert cfg.eval.at_start and cfg.loop.iterations % cfg.eval.every == 0
+    assert cfg.model.dtype == cfg.engine.dtype == "float32" and cfg.learner.bf16 is False
 
 
 def test_the_curriculum_config_runs_the_curriculum_on_smollm2_with_constrained_tasks():

@@ -15,6 +15,12 @@ BANK_ADAPTERS = ("segment", "contract", "curator")
 CURRICULUM_ADAPTERS = ("propose",)  # built, trained and served only when `curriculum.enabled`
 
 
+def str_keys(value: Any) -> Any:
+    """A mapping's keys as strings (YAML reads the game key `2048` as an int); anything else unchanged: the
+    `mode="before"` validator of every section keyed by game."""
+    return {str(k): v for k, v in value.items()} if isinstance(value, dict) else value
+
+
 def active_adapters(curriculum_enabled: bool) -> tuple[str, ...]:
     """The adapters a run builds, trains and serves: every known one, less the proposer unless the
     curriculum is on (a sixth LoRA costs every run memory, optimizer steps and engine slots)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from coplay.config.base import GAME_KEYS, Section
+from coplay.config.base import GAME_KEYS, Section, str_keys
 
 #: The game reward's scale per game: game reward x scale is what `act` and `retrieve` earn from the game.
 #: Chosen so one good move is worth roughly 0.05-0.5 (2048: a merge of two 8s scores 16 -> 0.16).
@@ -61,7 +61,7 @@ class RewardsConfig(Section):
     @field_validator("game_scale", mode="before")
     @classmethod
     def _keys_as_str(cls, value: object) -> object:
-        return {str(k): v for k, v in value.items()} if isinstance(value, dict) else value
+        return str_keys(value)
 
     @field_validator("game_scale")
     @classmethod

@@ -21,7 +21,7 @@ from coplay.config.adapters import (
     AdapterSpecs,
     MaxTokens,
 )
-from coplay.config.base import ADAPTER_NAMES, GAME_KEYS, Section, active_adapters
+from coplay.config.base import ADAPTER_NAMES, GAME_KEYS, Section, active_adapters, str_keys
 from coplay.config.cold_start import ActBalanceConfig
 from coplay.config.curriculum import CurriculumConfig
 from coplay.config.grouping import StateGroupsConfig
@@ -462,7 +462,7 @@ class CoplayConfig(Section):
     @field_validator("game", mode="before")
     @classmethod
     def _game_keys_as_str(cls, value: Any) -> Any:
-        return {str(k): v for k, v in value.items()} if isinstance(value, dict) else value
+        return str_keys(value)
 
     @field_validator("games")
     @classmethod

@@ -9,7 +9,9 @@ addresses are passed through unprobed (the client has its own timeout).
 
 from __future__ import annotations
 
+import os
 import socket
+from typing import Any
 
 import ray
 
@@ -62,3 +64,16 @@ def start_ray(cluster: ClusterConfig, verbose: bool = False) -> None:
         ray.init(**kwargs, logging_level="INFO" if verbose else "WARNING")
     except ConnectionError as exc:
         raise ClusterConnectError(f"cluster.address={address}: {str(exc).splitlines()[0]}") from None
+
+
+def actor_options(cluster: ClusterConfig) -> dict[str, Any]:
+    """`.options(**actor_options(cluster))` for the CPU-heavy actors (learner ranks, rollout workers): their
+    `OMP_WAIT_POLICY` (`cluster.omp_wait_policy`). With OpenMP's default, a learner step's threads spin at
+    every barrier while a descheduled partner runs rollouts on the same cores: on 2 cores beside a busy
+    neighbour a SmolLM2 step took 96-101 s, and 10.6-26 s with PASSIVE (`benchmarks/learner_speed.py
+    --contend 2`, benchmarks/results/learner-speed-smollm2-contended-threads*.json). Ray merges these
+    `env_vars` into the job's runtime env (a submitted job keeps its working_dir); a value already in the
+    driver's environment wins (local workers inherit it)."""
+    if cluster.omp_wait_policy is None or "OMP_WAIT_POLICY" in os.environ:
+        return {}
+    return {"runtime_env": {"env_vars": {"OMP_WAIT_POLICY": cluster.omp_wait_policy}}}

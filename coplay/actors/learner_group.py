@@ -26,6 +26,7 @@ from ray.exceptions import RayActorError, RayTaskError
 from ray.util.placement_group import placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from coplay.actors.connect import actor_options
 from coplay.artifacts.bundle import AdapterBundle
 from coplay.config import ConfigError, CoplayConfig
 from coplay.types import Sample, TrainStep
@@ -207,7 +208,7 @@ class LearnerGroup:
         named = [{"name": f"{name}.learner-{r}"} if name else {} for r in range(world)]
         self.ranks = [
             LearnerRank.options(
-                num_cpus=1, num_gpus=gpus, max_restarts=0, **named[r],
+                num_cpus=1, num_gpus=gpus, max_restarts=0, **named[r], **actor_options(cfg.cluster),
                 scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=self.pg,
                                                                      placement_group_bundle_index=r),
             ).remote(r, world, dump)

@@ -21,6 +21,7 @@ import ray
 from ray.exceptions import RayActorError, RayTaskError
 
 from coplay.actors.artifact_store import ArtifactStore
+from coplay.actors.connect import actor_options
 from coplay.actors.learner_group import LearnerGroup, actor_gpus
 from coplay.actors.rollout_worker import RolloutWorker
 from coplay.actors.skill_bank_actor import SkillBankActor
@@ -110,7 +111,8 @@ class System:
         gpu = actor_gpus(cfg.cluster.rollout_worker_gpus)
         self.workers = [RolloutWorker.options(name=f"{run.root.name}.worker-{i}", num_cpus=1, num_gpus=gpu,
                                               resources=dict(cfg.cluster.rollout_worker_resources),
-                                              max_restarts=restarts, max_concurrency=8, max_task_retries=0)
+                                              max_restarts=restarts, max_concurrency=8, max_task_retries=0,
+                                              **actor_options(cfg.cluster))
                         .remote(i, self.actor_config, self.store)
                         for i in range(cfg.rollout.workers)]
         self.learner = LearnerGroup(

@@ -386,6 +386,10 @@ class ClusterConfig(Section):
     connect_timeout_s: float = Field(
         30.0, gt=0.0, description="with an address: how long to wait for its Ray cluster to answer")
     max_restarts: int = Field(3, ge=0)
+    omp_wait_policy: Literal["PASSIVE", "ACTIVE"] | None = Field(
+        "PASSIVE", description="OMP_WAIT_POLICY of the learner ranks and rollout workers (and engines): "
+                               "PASSIVE keeps idle OpenMP threads from spinning on cores others need "
+                               "(docs/platform.md); None: OpenMP's default; a set environment value wins")
     artifact_max_failures: int = Field(3, ge=1)
     store_window: int = Field(
         8, ge=0, description="artifact versions the ArtifactStore holds in memory besides the serving set; "

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from coplay.actors.connect import ClusterConnectError, start_ray
+from coplay.actors.connect import ClusterConnectError, actor_options, start_ray
 from coplay.config import ClusterConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,3 +106,14 @@ def test_an_unset_address_starts_its_own_ray_even_with_another_head_up():
     finally:
         ray.shutdown()
         ray_init_kwargs(ClusterConfig(address="auto"))  # undo the loopback pin for later tests
+
+
+def test_cpu_heavy_actors_get_a_passive_openmp_wait_policy_unless_the_environment_or_config_says(monkeypatch):
+    """Spinning OpenMP threads cost a learner sharing 2 cores with rollouts several times its step time."""
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert actor_options(ClusterConfig()) == {"runtime_env": {"env_vars": {"OMP_WAIT_POLICY": "PASSIVE"}}}
+    assert actor_options(ClusterConfig(omp_wait_policy="ACTIVE"))["runtime_env"]["env_vars"] == {
+        "OMP_WAIT_POLICY": "ACTIVE"}
+    assert actor_options(ClusterConfig(omp_wait_policy=None)) == {}
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the user's own setting reaches local workers as is
+    assert actor_options(ClusterConfig()) == {}

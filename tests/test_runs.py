@@ -70,3 +70,22 @@ def test_a_resume_with_another_config_keeps_the_old_one_beside_it(tmp_path):
     assert kept == run.root / "config.1.yaml" and "iterations: 2" in kept.read_text()
     assert "iterations: 4" in run.config_path.read_text()
     assert run.record_config("loop:\n  iterations: 6\n").name == "config.2.yaml"
+
+
+def test_every_file_of_a_run_folder_gets_the_same_ordinary_mode(tmp_path):
+    """config.yaml and report.html (written atomically) and metrics.jsonl (appended) are readable alike: 0644
+    under the usual umask, never mkstemp's 0600."""
+    import os
+    import stat
+
+    from coplay.report.html import write_report
+
+    mask = os.umask(0o022)
+    try:
+        run = RunDir.create(tmp_path, "modes", "x: 1\n", when=0)
+        run.append_metrics({"iteration": 1})
+        report = write_report(run.root)
+    finally:
+        os.umask(mask)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (run.config_path, run.metrics_path, report)}
+    assert modes == {"config.yaml": 0o644, "metrics.jsonl": 0o644, "report.html": 0o644}

@@ -1,7 +1,9 @@
-"""The `coplay` command: `train | eval | play | bench | bank | report | config | model | demo`, and the
-standalone learner `python -m coplay.learn`. All argument parsing of the package lives here.
+"""coplay trains LLM agents for long-horizon games: a decision agent and a skill bank that co-evolve (train),
+then evaluate, play, benchmark and inspect the runs; `python -m coplay.learn` trains from shards alone.
 
-Each verb parses its arguments and imports its implementation lazily, so `coplay --help` is instant.
+This module holds all argument parsing of the package (the first paragraph above is `coplay --help`'s
+description). Each verb parses its arguments and imports its implementation lazily, so `coplay --help` is
+instant.
 """
 
 from __future__ import annotations
@@ -343,6 +345,11 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
                    help="seconds per member before it is stopped (default: no limit)")
 
 
+def _description() -> str:
+    """The module docstring's first paragraph, whole (argparse refills it to the terminal's width)."""
+    return " ".join((__doc__ or "").split("\n\n")[0].split())
+
+
 def build_parser() -> argparse.ArgumentParser:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -350,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
         installed = version("coplay")
     except PackageNotFoundError:  # run from a source tree that was never installed
         installed = "unknown (not installed)"
-    parser = argparse.ArgumentParser(prog="coplay", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="coplay", description=_description())
     parser.add_argument("--version", action="version", version=f"coplay {installed}",
                         help="print the installed coplay version and exit")
     sub = parser.add_subparsers(dest="command",

@@ -21,6 +21,19 @@ def test_help_lists_every_verb(capsys):
         assert verb in out
 
 
+def test_help_description_is_whole_sentences(capsys):
+    """`coplay --help` once ended mid-sentence ("`model | demo`, and the"): its description is the module
+    docstring's whole first paragraph, refilled."""
+    try:
+        main(["--help"])
+    except SystemExit:
+        pass
+    out = capsys.readouterr().out
+    description = " ".join(out.split("\n\n")[1].split())
+    assert description.startswith("coplay trains LLM agents") and description.endswith("shards alone.")
+    assert "and the" not in description.split()[-3:]
+
+
 def test_config_show_prints_the_resolved_default_config(capsys):
     assert main(["config", "show", "learner.lr=3e-5"]) == 0
     shown = yaml.safe_load(capsys.readouterr().out)

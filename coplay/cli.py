@@ -165,23 +165,39 @@ def _play(args: argparse.Namespace) -> int:
 
 
 def _bank(args: argparse.Namespace) -> int:
+    """`coplay bank show | report`: a path that is not a run folder is named as such (exit 2); a shard that
+    does not decode stops both in one line naming it (exit 1, as `coplay report`): the skill analysis would
+    otherwise count without its episodes, and nothing would say so."""
     from coplay.report.bank import show_bank, write_bank_report
-    from coplay.runs import RunDirError
+    from coplay.runs import RunDir, RunDirError
     from coplay.skills.schema import BankError
+    from coplay.types import ShardError, read_shard
 
     try:
+        run = RunDir.open(args.run_dir)
+    except RunDirError as exc:
+        print(f"coplay bank: {exc}", file=sys.stderr)
+        return 2
+    for path in sorted(run.shards.glob("*.msgpack")):
+        try:
+            read_shard(path)
+        except (ShardError, OSError) as exc:
+            print(f"coplay bank: {exc}; the run folder is damaged (coplay report {args.run_dir} lists every "
+                  f"problem in it)", file=sys.stderr)
+            return 1
+    try:
         if args.bank_command == "show":
-            print(show_bank(args.run_dir, args.game, args.version))
+            print(show_bank(run, args.game, args.version))
         else:
             from coplay.report.skill_analysis import load_skill_analysis
             from coplay.report.skill_views import analysis_json, analysis_text
 
-            analysis = load_skill_analysis(args.run_dir, args.game)
+            analysis = load_skill_analysis(run, args.game)
             if args.json:
                 print(analysis_json(analysis))
                 return 0
             print(analysis_text(analysis))
-            print(write_bank_report(args.run_dir))
+            print(write_bank_report(run))
     except (BankError, RunDirError) as exc:
         print(f"coplay bank: {exc}", file=sys.stderr)
         return 2

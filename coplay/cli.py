@@ -138,7 +138,7 @@ def _model_prepare(args: argparse.Namespace) -> int:
 
 def _play(args: argparse.Namespace) -> int:
     from coplay.config import load_config
-    from coplay.eval.play import play, score_table, write_trajectories
+    from coplay.eval.play import play, play_horizon, score_table, write_trajectories
     from coplay.eval.policies import parse_policy
     from coplay.runs import RunDirError
 
@@ -148,7 +148,11 @@ def _play(args: argparse.Namespace) -> int:
         cfg = load_config(config, [f"games=[{args.game}]", *args.overrides])
         _console(cfg)
         seeds = list(range(args.seed, args.seed + args.episodes))
-        trajectories = play(cfg, args.game, policy, seeds, args.max_steps, args.render)
+        max_steps, source = play_horizon(cfg, args.max_steps)
+        cap = f"at most {max_steps} steps ({source})" if max_steps else source
+        print(f"coplay play: {args.game}, {policy.spec}, {args.episodes} episode(s) from seed {args.seed}, "
+              f"{cap}", file=sys.stderr, flush=True)
+        trajectories = play(cfg, args.game, policy, seeds, max_steps, args.render)
     except (RunDirError, ValueError, FileNotFoundError) as exc:
         print(f"coplay play: {exc}", file=sys.stderr)
         return 2
@@ -342,9 +346,11 @@ def _add_play_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the first episode; the others follow (default 0)")
     p.add_argument("--max-steps", type=_positive_int, default=None,
-                   help="cap on decisions per episode (default: the game's own end)")
+                   help="cap on decisions per episode (default: the config's horizon, eval.max_steps else "
+                        "rollout.max_steps: a run policy's own; without either, the game's own end)")
     p.add_argument("--render", action="store_true",
-                   help="print every observation, the action taken, its reward and the final state")
+                   help="print every observation, the action taken, its reward and the final state, each "
+                        "move as it is played")
     p.add_argument("--out", default=None,
                    help="write trajectory shards here (default: bots none; models a new run folder under "
                         "run.out_dir)")

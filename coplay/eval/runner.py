@@ -16,7 +16,7 @@ from coplay.driver.progress import phase
 from coplay.eval.protocol import eval_plans, evaluated, player_seat, summarize_eval
 from coplay.rollout.env_hosts import EnvHosts
 from coplay.rollout.model_episodes import EpisodePlan, RunnerContext, play_episodes
-from coplay.types import Trajectory
+from coplay.types import Step, Trajectory
 
 
 def open_engine(cfg: CoplayConfig, adapters: Mapping[str, Path] | None = None) -> Any:
@@ -51,19 +51,26 @@ def skills_from(banks: Mapping[str, Any] | None) -> Callable[[str, str], Any]:
 
 
 def play_plans(cfg: CoplayConfig, plans: list[EpisodePlan], engine: Any = None,
-               banks: Mapping[str, Any] | None = None, description: str | None = None) -> list[Trajectory]:
+               banks: Mapping[str, Any] | None = None, description: str | None = None, *,
+               on_step: Callable[[Trajectory, Step], None] | None = None,
+               on_episode: Callable[[list[Trajectory]], None] | None = None,
+               concurrency: int | None = None) -> list[Trajectory]:
     """Play the plans in this process (bots need no engine; model seats need one serving their versions);
-    with `description`, a progress bar of the episodes under that name."""
+    with `description`, a progress bar of the episodes under that name. `on_step` / `on_episode` see each
+    move and each finished episode as they happen (`RunnerContext`); `concurrency` (default
+    `rollout.concurrent_episodes`) caps the episodes in flight (1: one episode's moves at a time)."""
     import coplay_envs
 
     hosts = EnvHosts(cfg.rollout.env_processes) if cfg.rollout.env_processes else None
     ctx = RunnerContext(engine=engine, rules=coplay_envs.rules, skills_for=skills_from(banks),
-                        run_seed=cfg.seeds.run, env_threads=cfg.rollout.env_threads, env_hosts=hosts)
+                        run_seed=cfg.seeds.run, env_threads=cfg.rollout.env_threads, env_hosts=hosts,
+                        on_step=on_step, on_episode=on_episode)
+    concurrency = concurrency or cfg.rollout.concurrent_episodes
     try:
         if description is None:
-            return asyncio.run(play_episodes(ctx, plans, cfg.rollout.concurrent_episodes))
+            return asyncio.run(play_episodes(ctx, plans, concurrency))
         with phase(description, len(plans), "episodes") as bar:
-            return asyncio.run(play_episodes(ctx, plans, cfg.rollout.concurrent_episodes, bar.advance))
+            return asyncio.run(play_episodes(ctx, plans, concurrency, bar.advance))
     finally:
         if hosts is not None:
             hosts.close()

@@ -102,6 +102,10 @@ class RunnerContext:
     env_threads: int = 0  # > 0: env calls run on a pool of this many threads, off the event loop
     env_pool: ThreadPoolExecutor | None = None
     env_hosts: EnvHosts | None = None  # single-player envs live in these processes (`rollout.env_processes`)
+    # watchers (`coplay play --render` shows each move as it is played): a seat's step once its outcome is
+    # credited, and an episode's trajectories once it has ended
+    on_step: Callable[[Trajectory, Step], None] | None = None
+    on_episode: Callable[[list[Trajectory]], None] | None = None
 
 
 class _Seat:
@@ -153,6 +157,7 @@ class _Seat:
             self.bot = make_bot(plan.game, self.player.kind, seed=plan.seed * 1000 + len(seat), **kwargs)
         self.open: Step | None = None
         self.open_by_agent = False
+        self.on_step = ctx.on_step
 
     async def act(self, observation: str, info: dict[str, Any]) -> str:
         t = len(self.traj.steps)
@@ -183,6 +188,8 @@ class _Seat:
         if self.open_by_agent and self.agent is not None:
             self.agent.observe_outcome(step)
         self.open = None
+        if self.on_step is not None:
+            self.on_step(self.traj, step)
 
 
 async def _timed(ctx: RunnerContext, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -304,6 +311,8 @@ async def play_episodes(ctx: RunnerContext, plans: list[EpisodePlan], concurrenc
     async def one(plan: EpisodePlan) -> list[Trajectory]:
         async with gate:
             trajectories = await play_episode(ctx, plan)
+        if ctx.on_episode is not None:
+            ctx.on_episode(trajectories)
         if done is not None:
             done(1)
         return trajectories

@@ -3,7 +3,8 @@
 Every adapter has its own trainer object, owning only that adapter's LoRA parameters and its own optimizer
 (see `learner.py` for why). Two backends with one interface:
 
-- `TorchAdapterTrainer`: torch AdamW; on several ranks the gradients are summed with `all_reduce`.
+- `TorchAdapterTrainer`: torch AdamW; on several ranks the gradients are summed with
+  `distributed.all_reduce_` (on the backend's device).
 - `DeepSpeedAdapterTrainer`: one DeepSpeed engine (ZeRO-2 or ZeRO-3, optional CPU optimizer offload, bf16
   on GPU) over an `AdapterModule` whose registered children are only this adapter's `lora_A` / `lora_B`
   layers; the engine's client optimizer is torch AdamW (no JIT-compiled op needed on CPU).
@@ -120,10 +121,10 @@ class TorchAdapterTrainer:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
         if self.world_size > 1:
-            import torch.distributed as dist
+            from coplay.learn.distributed import all_reduce_
 
             for p in params:
-                dist.all_reduce(p.grad)
+                all_reduce_(p.grad)
         norm = torch.nn.utils.clip_grad_norm_(params, self.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from coplay.files import sha256_file, write_json_atomic
+from coplay.learn.distributed import barrier, broadcast_object
 
 FORMAT = "coplay-learner-checkpoint/1"
 STATE_FILE = "state.json"
@@ -49,20 +50,9 @@ class ResumeState:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _barrier() -> None:
-    import torch.distributed as dist
-
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.barrier()
-
-
-def _broadcast_path(path: Path | None, rank: int) -> Path:
-    import torch.distributed as dist
-
-    box = [str(path) if path is not None else ""]
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.broadcast_object_list(box, src=0)
-    return Path(box[0])
+def _broadcast_path(path: Path | None) -> Path:
+    """Rank 0's `path` on every rank."""
+    return Path(broadcast_object(str(path) if path is not None else "", src=0))
 
 
 def _rng_state() -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -102,7 +92,7 @@ def save_checkpoint(learner: Any, ckpt_dir: str | Path, bank_version: Any = None
         tmp = ckpt_dir.parent / f".{ckpt_dir.name}.tmp-{learner.learner_step}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-    tmp = _broadcast_path(tmp, rank)
+    tmp = _broadcast_path(tmp)
     weights: dict[str, torch.Tensor] = {}
     for adapter in learner.adapter_names:  # collective under ZeRO-3: every rank gathers
         for name, tensor in learner.adapter_weights(adapter).items():
@@ -115,7 +105,7 @@ def save_checkpoint(learner: Any, ckpt_dir: str | Path, bank_version: Any = None
     write_json_atomic(tmp / f"rng-rank{rank}.json", rng_plain)
     if rank == 0:
         save_file(weights, str(tmp / "adapters.safetensors"))
-    _barrier()
+    barrier()
     if rank == 0:
         files = sorted(p.name for p in tmp.iterdir() if p.is_file() and not p.name.startswith("."))
         state = {
@@ -140,7 +130,7 @@ def save_checkpoint(learner: Any, ckpt_dir: str | Path, bank_version: Any = None
             shutil.rmtree(old, ignore_errors=True)
         else:
             tmp.rename(ckpt_dir)
-    _barrier()
+    barrier()
     return ckpt_dir
 
 

@@ -10,7 +10,15 @@ Three ways in:
 - `torchrun` (RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT in the environment): `ensure_process_group`.
 - A lone process with none of them: a one-rank group on loopback, so DeepSpeed never falls back to MPI
   discovery.
-Imports torch (and psutil, to name the loopback interface) only.
+
+Every collective coplay issues itself goes through the helpers at the end (`all_reduce_`, `all_reduce_sum`,
+`barrier`, `broadcast_object`), which put the tensors where the group's backend takes them
+(`collective_device`): NCCL reduces only CUDA tensors of the rank's own device and refuses a CPU tensor at
+the first call, gloo reduces CPU tensors. A metric built on the CPU or a gradient on the learner's device
+thus travels the same way on one GPU rank, two GPU ranks or two CPU ranks. (DeepSpeed's collectives are its
+own and already on its accelerator's device.) tests/learn/test_collective_devices.py runs the learner's
+distributed code under a checker that pretends the backend is NCCL. Imports torch (and psutil, to name the
+loopback interface) only.
 """
 
 from __future__ import annotations
@@ -124,13 +132,90 @@ def ensure_process_group(backend: str | None = None) -> tuple[int, int]:
     return dist.get_rank(), dist.get_world_size()
 
 
-def all_reduce_sum(values: list[float]) -> list[float]:
-    """Sum a few floats over the ranks (identity on one rank)."""
+# the device type each backend reduces (torch names a mixed group "cpu:gloo,cuda:nccl")
+BACKEND_DEVICE = {"nccl": "cuda", "gloo": "cpu", "mpi": "cpu", "ucc": "cpu"}
+
+
+def backend_device_types(backend: str) -> tuple[str, ...]:
+    """The device types whose tensors `backend` takes: one for a plain backend name, one per entry of a
+    device map such as "cpu:gloo,cuda:nccl"."""
+    if ":" in backend:
+        return tuple(part.split(":")[0].strip() for part in backend.split(","))
+    if backend not in BACKEND_DEVICE:
+        raise ValueError(f"torch.distributed backend {backend!r}: unknown; expected one of "
+                         f"{sorted(BACKEND_DEVICE)} or a device map like 'cpu:gloo,cuda:nccl'")
+    return (BACKEND_DEVICE[backend],)
+
+
+def _several_ranks() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_initialized() and dist.get_world_size() > 1
+
+
+def collective_device(tensor: Any = None) -> Any:
+    """The `torch.device` a collective on the default group must use: `tensor`'s own device when the
+    backend takes it (no copy), else the backend's first device type; CUDA means this rank's current device
+    (the learner sets it from LOCAL_RANK), which NCCL requires."""
     import torch
     import torch.distributed as dist
 
-    if not dist.is_initialized() or dist.get_world_size() == 1:
+    types = backend_device_types(str(dist.get_backend()))
+    if tensor is not None and tensor.device.type in types:
+        return tensor.device
+    if types[0] == "cuda":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device(types[0])
+
+
+def all_reduce_(tensor: Any) -> None:
+    """Sum `tensor` over the ranks in place (nothing on one rank), through the backend's device: a tensor
+    elsewhere is copied there, reduced, and copied back."""
+    import torch.distributed as dist
+
+    if not _several_ranks():
+        return
+    device = collective_device(tensor)
+    if tensor.device == device:
+        dist.all_reduce(tensor)
+        return
+    moved = tensor.to(device)
+    dist.all_reduce(moved)
+    tensor.copy_(moved)
+
+
+def all_reduce_sum(values: list[float]) -> list[float]:
+    """Sum a few floats over the ranks (identity on one rank), in float64 on the backend's device."""
+    import torch
+
+    if not _several_ranks():
         return list(values)
-    t = torch.tensor(values, dtype=torch.float64)
-    dist.all_reduce(t)
-    return t.tolist()
+    t = torch.tensor(values, dtype=torch.float64, device=collective_device())
+    all_reduce_(t)
+    return t.cpu().tolist()
+
+
+def barrier() -> None:
+    """Wait for every rank (nothing on one rank). Under NCCL the barrier is a collective on a CUDA tensor:
+    naming this rank's device keeps torch from guessing one from the rank number."""
+    import torch.distributed as dist
+
+    if not _several_ranks():
+        return
+    device = collective_device()
+    if device.type == "cuda":
+        dist.barrier(device_ids=[device.index])
+    else:
+        dist.barrier()
+
+
+def broadcast_object(obj: Any, src: int = 0) -> Any:
+    """`obj` as rank `src` holds it, on every rank (itself on one rank). The pickled bytes travel as a
+    tensor on the backend's device."""
+    import torch.distributed as dist
+
+    if not _several_ranks():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=src, device=collective_device())
+    return box[0]

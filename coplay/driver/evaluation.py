@@ -12,7 +12,7 @@ from typing import Any
 
 from coplay.driver.league import League
 from coplay.eval.protocol import eval_plans, evaluated, player_seat, summarize_eval, write_eval
-from coplay.eval.ruler import ruler_meta
+from coplay.eval.ruler import protocol_meta, ruler_meta
 from coplay.types import decode_shard
 
 
@@ -30,10 +30,7 @@ def evaluate(system: Any, iteration: int, versions: dict[str, int], bank_version
     rated = league is not None and league.play(trajectories) > 0
     meta = {"player": "model", "iteration": iteration, "versions": versions,
             "bank_versions": bank_versions, "temperature": cfg.eval.temperature,
-            "seeds": [cfg.seeds.eval.start, cfg.seeds.eval.stop],
-            "episodes_single": cfg.eval.episodes, "episodes_per_seat": cfg.eval.episodes_per_seat,
-            "seeds_eval_start": cfg.seeds.eval.start,
-            "max_steps": cfg.eval.max_steps or cfg.rollout.max_steps}
+            **protocol_meta(cfg, list(cfg.games))}  # seeds, episodes, horizon, env_kwargs
     # the bots on this protocol (played once per run on the driver, then read from eval/bots-<bot>.json)
     meta.update(ruler_meta(cfg, summary, system.run.eval))
     write_eval(system.run.eval, f"it{iteration:05d}", summary, meta,

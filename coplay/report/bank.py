@@ -14,19 +14,23 @@ import io
 from pathlib import Path
 
 from coplay.files import write_bytes_atomic
+from coplay.report.chance import heldout_vs_chance, quality_vs_chance, skill_vs_chance
 from coplay.runs import RunDir
 from coplay.skills.schema import Bank, BankError, bank_keys, bank_versions, load_bank
 from coplay.skills.tasking import apply_run_tasking
 
-COLUMNS = ("id", "name", "contract", "preconditions", "success", "uses", "use pass", "steps", "last it",
-           "v")
+COLUMNS = ("id", "name", "contract", "contract held out", "preconditions", "success", "uses", "use pass",
+           "steps", "last it", "v")
 COLUMNS_NOTE = (
     "The title's pass rate checks each skill's contract (the facts it promises to add or remove) on "
-    "segments of trajectories the bank did not learn from; 'shuffled windows' is the same check on random "
-    "windows, the chance level. Columns: contract = the literals it promises; preconditions / success = "
-    "when it can start / when it is done; uses = times the decision agent ran it; use pass = share of those "
-    "runs that reached its success condition; steps = mean steps per use; last it = iteration of its last "
-    "use; v = the skill's own version.")
+    "segments of trajectories the bank did not learn from; its chance level is the same check on random "
+    "windows of the same lengths, and a rate whose 95% interval does not clear it is marked 'not above "
+    "chance': that check cannot tell this bank's contracts from ones that hold whatever happens. Columns: "
+    "contract = the literals it promises; contract held out = the title's check per skill (segments where it "
+    "passed, beside its own chance level); preconditions / success = when it can start / when it is done; "
+    "uses = times the decision agent ran it; use pass = share of those runs that reached its success "
+    "condition (no chance level is measured for it); steps = mean steps per use; last it = iteration of its "
+    "last use; v = the skill's own version.")
 
 
 def _open(run_dir: str | Path | RunDir) -> RunDir:
@@ -55,14 +59,14 @@ def show_bank(run_dir: str | Path | RunDir, game: str | None = None, version: in
         m = bank.metrics
         table = Table(title=f"bank {key} v{bank.version} (iteration {bank.iteration}): "
                             f"{len(bank.skills)} skills; contracts on held-out segments: "
-                            f"{m.get('heldout_pass_rate', 0):.0%} pass (shuffled windows: "
-                            f"{m.get('shuffled_pass_rate', 0):.0%}), coverage {m.get('coverage', 0):.0%}",
+                            f"{heldout_vs_chance(m).text()} pass, coverage {m.get('coverage', 0):.0%}",
                       caption=COLUMNS_NOTE)
         for col in COLUMNS:
             table.add_column(col, overflow="fold")
         for skill in sorted(bank.skills.values(), key=lambda s: int(s.id[1:]) if s.id[1:].isdigit() else 0):
             st = skill.stats
-            table.add_row(skill.id, skill.name, ", ".join(skill.contract.literals), skill.preconditions,
+            table.add_row(skill.id, skill.name, ", ".join(skill.contract.literals),
+                          _skill_held_out(bank, skill.id), skill.preconditions,
                           skill.success, str(st.uses), f"{st.pass_rate:.0%}", f"{st.mean_duration:.1f}",
                           str(st.last_used), str(skill.version))
         console.print(table)
@@ -89,11 +93,36 @@ def _charts(key: str, history: list[Bank]) -> str:
     size = line_chart(f"bank-{slug}-size", f"{key}: bank size", "version", "skills",
                       [Series("skills", versions, [float(len(b.skills)) for b in history])], integer_y=True)
     rates = [Series(label, versions, [float(b.metrics.get(metric, 0.0)) for b in history])
-             for label, metric in (("held-out", "heldout_pass_rate"), ("shuffled", "shuffled_pass_rate"),
+             for label, metric in (("held-out", "heldout_pass_rate"),
+                                   ("chance (shuffled)", "shuffled_pass_rate"),
                                    ("skill stats", "mean_skill_pass_rate"))]
     passes = line_chart(f"bank-{slug}-pass", f"{key}: mean pass rate", "version", "pass rate", rates,
                         ylim=(0.0, 1.05))
     return f"<div class='bank-charts'>{size}{passes}</div>"
+
+
+def _quality_html(metrics: dict) -> str:
+    """The bank's quality figures, each beside its chance level; red and explained when the held-out
+    pass rate does not clear it (`coplay.report.chance`)."""
+    held = heldout_vs_chance(metrics)
+    quality, at_chance = quality_vs_chance(metrics)
+    chance_q = f" (chance {at_chance:.3f})" if at_chance is not None else ""
+    where = (" - measured on the trajectories the bank learned from (too few to hold any out)"
+             if metrics.get("heldout_is_train") else "")
+    line = (f"contracts on held-out segments: {html.escape(held.text(1))} pass; coverage "
+            f"{metrics.get('coverage', 0):.1%}; quality {quality:.3f}{chance_q}{where}")
+    if held.beats is False:
+        return (f"<p class='problem'>{line}. The contracts pass about as often on random windows as on the "
+                f"skills' own segments: this check cannot tell this bank from one whose contracts hold "
+                f"whatever the player does.</p>")
+    return f"<p>{line}</p>"
+
+
+def _skill_held_out(bank: Bank, skill_id: str) -> str:
+    entry = (bank.metrics.get("per_skill_heldout") or {}).get(skill_id)
+    if not entry:
+        return "no held-out segment"
+    return f"{int(entry.get('passes', 0))} of {int(entry.get('n', 0))}: {skill_vs_chance(entry).text()}"
 
 
 def _skill_html(bank: Bank) -> str:
@@ -110,8 +139,10 @@ def _skill_html(bank: Bank) -> str:
             f"success: <code>{e(skill.success)}</code>; "
             f"abort: <code>{e(skill.abort)}</code> ({e(skill.protocol_source)})</li>"
             f"<li>contract: add {e(', '.join(skill.contract.add))}; del {e(', '.join(skill.contract.dele))}; "
-            f"n={skill.contract.n}; support {e(str(skill.contract.support))}</li>"
-            f"<li>stats: {st.uses} uses, pass {st.pass_rate:.0%}, reward {st.mean_reward:.3g}, "
+            f"n={skill.contract.n}; support {e(str(skill.contract.support))}; held-out segments where it "
+            f"passed: {e(_skill_held_out(bank, skill.id))}</li>"
+            f"<li>stats: {st.uses} uses, success {st.pass_rate:.0%} (no chance level measured), reward "
+            f"{st.mean_reward:.3g}, "
             f"{st.mean_duration:.1f} steps, last used it{st.last_used}; tags {e(str(skill.tags))}</li>"
             f"<li>curriculum tasks: {e(skill.tasking.summary())}</li>"
             f"<li>version {skill.version}; lineage: {e(lineage)}</li></ul></details>")
@@ -145,10 +176,7 @@ def bank_report_html(run_dir: str | Path | RunDir, analysis: bool = True) -> str
         m = latest.metrics
         sections.append(
             f"<h2>{html.escape(key)} - v{latest.version}, {len(latest.skills)} skills</h2>"
-            f"<p>held-out pass rate {m.get('heldout_pass_rate', 0):.1%}, "
-            f"shuffled {m.get('shuffled_pass_rate', 0):.1%}, "
-            f"coverage {m.get('coverage', 0):.1%}, quality {m.get('quality', 0):.3f}</p>"
-            f"{_charts(key, history)}"
+            f"{_quality_html(m)}{_charts(key, history)}"
             f"<h3>Skills</h3>{_skill_html(latest)}<h3>Operations per version</h3>{_operations_html(history)}")
     if analysis:
         from coplay.report.skill_analysis import load_skill_analysis

@@ -3,7 +3,9 @@ the skills' contracts hold there.
 
 pass rate: share of skill-labelled held-out segments whose skill's contract passes; coverage: share of steps
 inside skill-labelled segments; shuffled pass rate: the same contracts checked on randomly placed windows of
-the same lengths (the chance level a contract must beat); quality Q = pass rate x coverage - size penalty.
+the same lengths (the chance level a contract must beat), for the bank and per skill, with the counts behind
+each rate (the report judges a rate against its chance level, `coplay.report.chance`); quality Q = pass rate
+x coverage - size penalty.
 Standard library only; never imports ray or torch.
 """
 
@@ -35,11 +37,17 @@ class HeldOutEval:
     quality: float = 0.0
     per_skill: dict[str, dict[str, float]] = field(default_factory=dict)
 
+    shuffled_draws: int = 0
+
     def summary(self) -> dict[str, float]:
+        """The bank's metrics: the rates, and the counts behind them (skill-labelled held-out segments, the
+        shuffled windows drawn) so a reader can tell a rate from its chance level with its uncertainty."""
         return {"heldout_pass_rate": round(self.pass_rate, 4),
                 "shuffled_pass_rate": round(self.shuffled_pass_rate, 4),
                 "coverage": round(self.coverage, 4), "quality": round(self.quality, 4),
-                "heldout_segments": len(self.segments)}
+                "heldout_segments": len(self.segments),
+                "heldout_labelled": sum(int(e["n"]) for e in self.per_skill.values()),
+                "shuffled_draws": self.shuffled_draws}
 
 
 def segment_all(trajectories: Sequence[Trajectory], boundaries: Mapping[str, list[int]], bank: Bank,
@@ -74,24 +82,36 @@ def evaluate_bank(bank: Bank, trajectories: Sequence[Trajectory], boundaries: Ma
         entry["pass_rate"] = entry["passes"] / entry["n"]
     rate = sum(passes) / len(passes) if passes else 0.0
     cov = covered / total if total else 0.0
+    shuffled = ({} if shuffle_seed is None
+                else shuffled_passes(bank, labelled, trajectories, cfg, shuffle_seed))
+    for label, (hits, draws) in shuffled.items():
+        per_skill[label].update(shuffled_pass_rate=hits / draws if draws else 0.0, shuffled_draws=draws)
+    draws = sum(d for _, d in shuffled.values())
     return HeldOutEval(segments=segments, pass_rate=rate,
-                       shuffled_pass_rate=(0.0 if shuffle_seed is None else
-                                           shuffled_pass_rate(bank, labelled, trajectories, cfg,
-                                                              shuffle_seed)),
+                       shuffled_pass_rate=sum(h for h, _ in shuffled.values()) / draws if draws else 0.0,
                        coverage=cov,
                        quality=bank_quality(rate, cov, len(bank.skills), cfg.maintenance.size_penalty),
-                       per_skill=per_skill)
+                       per_skill=per_skill, shuffled_draws=draws)
 
 
 def shuffled_pass_rate(bank: Bank, labelled: Sequence[Segment], trajectories: Sequence[Trajectory],
                        cfg: SkillBankConfig, seed: int) -> float:
+    """The bank's chance level: its contracts' pass rate over all shuffled windows (`shuffled_passes`)."""
+    counts = shuffled_passes(bank, labelled, trajectories, cfg, seed).values()
+    draws = sum(d for _, d in counts)
+    return sum(h for h, _ in counts) / draws if draws else 0.0
+
+
+def shuffled_passes(bank: Bank, labelled: Sequence[Segment], trajectories: Sequence[Trajectory],
+                    cfg: SkillBankConfig, seed: int) -> dict[str, tuple[int, int]]:
     """Each labelled segment's contract checked on `SHUFFLE_DRAWS` random windows of the same length drawn
-    from the held-out trajectories (uniform over start positions where the window fits)."""
+    from the held-out trajectories (uniform over start positions where the window fits): per skill, the
+    windows where it passed and the windows drawn."""
     rng = random.Random(seed)
     usable = [t for t in trajectories if t.steps]
+    out: dict[str, tuple[int, int]] = {}
     if not labelled or not usable:
-        return 0.0
-    hits = draws = 0
+        return out
     for seg in labelled:
         fits = [t for t in usable if len(t.steps) >= seg.length]
         if not fits:
@@ -101,10 +121,11 @@ def shuffled_pass_rate(bank: Bank, labelled: Sequence[Segment], trajectories: Se
             traj = rng.choices(fits, weights=weights)[0]
             start = rng.randrange(len(traj.steps) - seg.length + 1)
             effects = segment_literals(traj.steps[start:start + seg.length], cfg.contracts.literal_window)
-            hits += instance_passes(bank.skills[seg.label].contract.literals, effects,
-                                    cfg.contracts.pass_threshold)
-            draws += 1
-    return hits / draws if draws else 0.0
+            hit = instance_passes(bank.skills[seg.label].contract.literals, effects,
+                                  cfg.contracts.pass_threshold)
+            hits, draws = out.get(seg.label, (0, 0))
+            out[seg.label] = (hits + int(hit), draws + 1)
+    return out
 
 
 def evaluate_on_trajectories(bank: Bank, trajectories: Sequence[Trajectory], cfg: SkillBankConfig,

@@ -322,7 +322,8 @@ def _add_eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None,
                    help="folder for <name>.json/.md (default: RUN_DIR/eval or <run.out_dir>/eval)")
     p.add_argument("--name", default=None,
-                   help="file name stem (default: <policy>[-step<K>]_<games>_vs-<opponents>_seeds<start>-"
+                   help="file name stem (default: <policy>[-step<K>]_<games>_seeds<start>-n<episodes>; "
+                        "with Avalon or Diplomacy <policy>[-step<K>]_<games>_vs-<opponents>_seeds<start>-"
                         "n<episodes>x<per seat>; an existing name gets -2, -3, ...)")
     _add_config_args(p)
 

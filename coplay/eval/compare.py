@@ -10,7 +10,8 @@ Where both files hold per-seed scores (`per_seed`) on shared start seeds, a seco
 seed: the mean of B − A with its t and bootstrap intervals (`coplay.eval.stats.paired_difference`), which
 removes the spread both sides share. A game whose protocol check (`coplay.eval.ruler`, in either file's meta)
 failed is labelled as not a result.
-numpy/scipy + coplay.eval.stats and coplay.eval.ruler's labels only; never imports ray, torch or the engines.
+numpy/scipy + coplay.eval.stats, coplay.eval.ruler's labels and the games' seat lists only; never imports ray,
+torch or the engines.
 """
 
 from __future__ import annotations
@@ -200,19 +201,49 @@ def comparison_table(rows: list[Comparison], name_a: str, name_b: str) -> str:
     return console.export_text()
 
 
-PROTOCOL_KEYS = (("episodes_single", "episodes per game"), ("episodes_per_seat", "episodes per seat"),
-                 ("seeds_eval_start", "first seed"), ("max_steps", "horizon (max steps)"))
+# (key, what it is, which compared games make it matter: single-player, multi-seat, any)
+PROTOCOL_KEYS = (("episodes_single", "episodes per game", "single"),
+                 ("episodes_per_seat", "episodes per seat", "multi"),
+                 ("seeds_eval_start", "first seed", "any"), ("max_steps", "horizon (max steps)", "any"))
 
 
-def protocol_warnings(meta_a: dict[str, Any], meta_b: dict[str, Any]) -> str:
-    """One warning line per protocol setting in which the two evaluations differ (their scores then measure
-    different things, and the intervals are not comparable as they stand)."""
-    def value(meta: dict[str, Any], key: str) -> Any:  # the ruler's record of the protocol, if not top-level
-        recorded = (meta.get("protocol_check") or {}).get("protocol") or {}
-        return meta[key] if key in meta else recorded.get(key)
+def recorded(meta: dict[str, Any], key: str) -> tuple[bool, Any]:
+    """(whether the file records `key`, its value), wherever files of each age keep it: the meta's top
+    level, its `protocol` block (`coplay.eval.ruler.protocol_meta`), or the ruler's protocol check."""
+    for block in (meta, meta.get("protocol"), (meta.get("protocol_check") or {}).get("protocol")):
+        if isinstance(block, dict) and key in block:
+            return True, block[key]
+    return False, None
 
-    lines = [f"warning: the two sides differ in {label}: {value(meta_a, key)} vs {value(meta_b, key)}\n"
-             for key, label in PROTOCOL_KEYS if value(meta_a, key) != value(meta_b, key)]
+
+def protocol_warnings(meta_a: dict[str, Any], meta_b: dict[str, Any],
+                      games: list[str] | None = None) -> str:
+    """One warning line per protocol setting in which the two evaluations really differ for the compared
+    `games` (their scores then measure different things, and the intervals are not comparable as they
+    stand): episodes per game where a single-player game is compared, episodes per seat where a multi-seat
+    one is, the first seed, the horizon, and each game's env_kwargs. A setting one file does not record
+    (written before evaluations recorded their protocol) is one note saying so, not a difference."""
+    import coplay_envs
+
+    games = games if games is not None else []
+    kinds = {"any"} | {"multi" if coplay_envs.seats(g) else "single" for g in games}
+    lines, unrecorded = [], []
+    for key, label, kind in PROTOCOL_KEYS:
+        if kind not in kinds:
+            continue
+        (has_a, a), (has_b, b) = recorded(meta_a, key), recorded(meta_b, key)
+        if has_a and has_b and a != b:
+            lines.append(f"warning: the two sides differ in {label}: {a} vs {b}\n")
+        unrecorded += [f"{side} its {label}" for side, has in (("A", has_a), ("B", has_b)) if not has]
+    (has_a, env_a), (has_b, env_b) = recorded(meta_a, "env_kwargs"), recorded(meta_b, "env_kwargs")
+    if has_a and has_b:
+        for game in games:
+            game_a, game_b = (env_a or {}).get(game, {}), (env_b or {}).get(game, {})
+            if game_a != game_b:
+                lines.append(f"warning: the two sides differ in {game}'s env_kwargs: {game_a} vs {game_b}\n")
+    if unrecorded:
+        lines.append(f"note: not recorded, so not checked: {'; '.join(unrecorded)} (a file written before "
+                     f"evaluations recorded their protocol)\n")
     return "".join(lines)
 
 
@@ -248,7 +279,8 @@ def compare_files(path_a: str | Path, path_b: str | Path,
     meta_a, meta_b = a.get("meta", {}), b.get("meta", {})
     failed = set(failed_games(meta_a)) | set(failed_games(meta_b))
     rows = [replace(r, protocol_failed=r.game in failed) for r in rows]
-    text = (comparison_table(rows, str(path_a), str(path_b)) + protocol_warnings(meta_a, meta_b)
+    games = sorted({r.game for r in rows})
+    text = (comparison_table(rows, str(path_a), str(path_b)) + protocol_warnings(meta_a, meta_b, games)
             + protocol_lines(meta_a, meta_b, sorted({r.game for r in rows}), a["results"]))
     only = sorted(set(a["results"]) ^ set(b["results"]))
     if only:

@@ -28,7 +28,7 @@ from coplay.driver.league import LEAGUE_FILE, League
 from coplay.driver.plans import model_seat
 from coplay.eval.policies import Policy, check_step, eval_file_stem, unused_stem
 from coplay.eval.protocol import eval_plans, evaluated, summarize_eval, write_eval
-from coplay.eval.ruler import ruler_meta
+from coplay.eval.ruler import protocol_meta, ruler_meta
 from coplay.eval.runner import open_engine, play_plans
 from coplay.rollout.model_episodes import SeatPlayer
 from coplay.runs import RunDir
@@ -159,12 +159,12 @@ def run_evaluation(cfg: CoplayConfig, policy: Policy, opponents: str | None, out
             engine.close()
     out = out or (run.eval if run else Path(cfg.run.out_dir) / "eval")
     label = f"run-step{player.detail['learner_step']}" if policy.kind == "run" else policy.kind
-    stem = name or eval_file_stem(label, list(cfg.games), opponents, cfg.seeds.eval.start, cfg.eval.episodes,
+    # single-player games only: nobody else sits at the table, so no opponents in the name or the meta
+    at_table = opponents if any(coplay_envs.seats(g) for g in cfg.games) else None
+    stem = name or eval_file_stem(label, list(cfg.games), at_table, cfg.seeds.eval.start, cfg.eval.episodes,
                                   cfg.eval.episodes_per_seat)
-    meta = {"player": label, "policy": policy.spec, "opponents": opponents, "games": list(cfg.games),
-            "episodes_single": cfg.eval.episodes, "episodes_per_seat": cfg.eval.episodes_per_seat,
-            "max_steps": cfg.eval.max_steps or cfg.rollout.max_steps,
-            "seeds_eval_start": cfg.seeds.eval.start,
+    meta = {"player": label, "policy": policy.spec, "opponents": at_table,
+            **protocol_meta(cfg, list(cfg.games)),  # seeds, episodes, horizon, env_kwargs
             "temperature": cfg.eval.temperature, "trajectories": n,
             "seconds": round(time.perf_counter() - started, 1), "run": str(run.root) if run else None,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **player.detail}

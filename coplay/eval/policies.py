@@ -75,9 +75,13 @@ def check_step(run_root: Path, step: int | None) -> None:
         raise ValueError(f"learner step {step}: {run_root} has {have}")
 
 
-def eval_file_stem(label: str, games: list[str], opponents: str, seeds_start: int, episodes: int,
+def eval_file_stem(label: str, games: list[str], opponents: str | None, seeds_start: int, episodes: int,
                    episodes_per_seat: int) -> str:
-    """`<label>_<games>_vs-<opponents>_seeds<start>-n<episodes>x<per seat>`: one name per protocol."""
+    """One name per protocol: `<label>_<games>_vs-<opponents>_seeds<start>-n<episodes>x<per seat>` where a
+    multi-seat game is among `games`; `opponents` None (single-player games only: nobody else sits at the
+    table, and no episodes per seat) gives `<label>_<games>_seeds<start>-n<episodes>`."""
+    if opponents is None:
+        return f"{label}_{'+'.join(games)}_seeds{seeds_start}-n{episodes}"
     return (f"{label}_{'+'.join(games)}_vs-{opponents}_seeds{seeds_start}"
             f"-n{episodes}x{episodes_per_seat}")
 

@@ -43,16 +43,36 @@ def bots_for(games: list[str]) -> list[str]:
 
 
 def protocol_of(cfg: CoplayConfig, games: list[str], protocol: EvalConfig | None = None) -> dict[str, Any]:
-    """What makes two evaluations comparable: games, start seeds, episodes, horizon and each game's
-    env_kwargs (Candy Crush's `max_moves` is part of the game). The keys `coplay eval --compare` checks
-    (`episodes_single`, `episodes_per_seat`, `seeds_eval_start`, `max_steps`) are among them."""
+    """What makes two evaluations comparable: games, start seeds, episodes, horizon (`max_steps`; None: each
+    game's own end) and each game's env_kwargs (Candy Crush's `max_moves` is part of the game). `seeds` are
+    the single-player games' start seeds, `seeds_per_seat` those each seat of a multi-seat game plays (each
+    only where such a game is evaluated). The keys `coplay eval --compare` checks (`episodes_single`,
+    `episodes_per_seat`, `seeds_eval_start`, `max_steps`, `env_kwargs`) are among them."""
+    import coplay_envs
+
     p = protocol or cfg.eval
     start = cfg.seeds.eval.start
-    body = {"games": list(games), "episodes_single": p.episodes, "episodes_per_seat": p.episodes_per_seat,
-            "seeds_eval_start": start, "seeds": [start + i for i in range(p.episodes)],
-            "max_steps": p.max_steps or cfg.rollout.max_steps,
-            "env_kwargs": {g: dict(cfg.game[g].env_kwargs) for g in games}}
+    body: dict[str, Any] = {"games": list(games), "episodes_single": p.episodes,
+                            "episodes_per_seat": p.episodes_per_seat, "seeds_eval_start": start,
+                            "max_steps": p.max_steps or cfg.rollout.max_steps,
+                            "env_kwargs": {g: dict(cfg.game[g].env_kwargs) for g in games}}
+    if any(not coplay_envs.seats(g) for g in games):
+        body["seeds"] = [start + i for i in range(p.episodes)]
+    if any(coplay_envs.seats(g) for g in games):
+        body["seeds_per_seat"] = [start + i for i in range(p.episodes_per_seat)]
     return json.loads(json.dumps(body))  # as it reads back from a file (tuples become lists)
+
+
+PROTOCOL_FIELDS = ("games", "episodes_single", "episodes_per_seat", "seeds_eval_start", "seeds",
+                   "seeds_per_seat", "max_steps")
+
+
+def protocol_meta(cfg: CoplayConfig, games: list[str], protocol: EvalConfig | None = None) -> dict[str, Any]:
+    """What every evaluation file's meta records, whoever wrote it (`coplay eval`, the loop's evaluations,
+    the ruler's bots): the whole protocol as `protocol`, and its seeds, episodes and horizon at the top level
+    too, where a reader of the file looks first."""
+    spec = protocol_of(cfg, games, protocol)
+    return {"protocol": spec, **{k: spec[k] for k in PROTOCOL_FIELDS if k in spec}}
 
 
 def play_heuristic(cfg: CoplayConfig, game: str, protocol: EvalConfig | None = None) -> list[Trajectory]:
@@ -143,9 +163,7 @@ def bot_results(cfg: CoplayConfig, games: list[str] | None = None, protocol: Eva
         results[bot] = play_bot(cfg, bot, games, protocol)
         if out_dir is not None:
             label = f"{bot} bot" + (" (first legal of left, down, right, up)" if bot == "heuristic" else "")
-            meta = {"label": label, "player": bot, "ruler": True, "protocol": spec,
-                    **{k: spec[k] for k in ("games", "episodes_single", "episodes_per_seat",
-                                            "seeds_eval_start", "seeds", "max_steps")}}
+            meta = {"label": label, "player": bot, "ruler": True, **protocol_meta(cfg, games, protocol)}
             path, _ = write_eval(out_dir, unused_stem(out_dir, f"bots-{bot}"), results[bot], meta)
             files[bot] = path.name
     return results, files

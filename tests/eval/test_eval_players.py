@@ -70,9 +70,9 @@ def test_evaluations_of_different_games_or_seeds_both_survive(tmp_path, capsys):
            str(tmp_path)], capsys)
     _eval(["--policy", "expert", "--games", "2048", "--episodes", "2", "--out", str(tmp_path)], capsys)
     names = sorted(p.name for p in tmp_path.glob("*.json") if not p.name.startswith("bots-"))
-    assert names == ["expert_2048_vs-expert_seeds1000000-n2x10-2.json",
-                     "expert_2048_vs-expert_seeds1000000-n2x10.json",
-                     "expert_tetris_vs-expert_seeds1000000-n2x10.json"]
+    # single-player games: no opponent and no episodes per seat in the name
+    assert names == ["expert_2048_seeds1000000-n2-2.json", "expert_2048_seeds1000000-n2.json",
+                     "expert_tetris_seeds1000000-n2.json"]
     # the ruler's bots: one set per protocol (Tetris has no heuristic); the third evaluation reused the first
     assert sorted(p.name for p in tmp_path.glob("bots-*.json")) == [
         "bots-expert-2.json", "bots-expert.json", "bots-heuristic.json", "bots-random-2.json",

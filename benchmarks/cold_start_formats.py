@@ -88,7 +88,8 @@ def teacher_data(cfg: Any, seeds: list[int], max_steps: int,
 
     banks, bank_examples = _seed_banks(cfg, play_bot_episodes(GAME, "expert", seeds, max_steps))
     examples = expert_examples(GAME, seeds, coplay_envs.rules(GAME), cfg.rollout.history_len, max_steps,
-                               bank_labels(banks, cfg.skill_bank), cfg.rollout.top_k_skills)
+                               bank_labels(banks, cfg.skill_bank), cfg.rollout.top_k_skills,
+                               prompt_format=cfg.rollout.prompt_format)
     return cap_per_adapter(examples + bank_examples, limit), banks
 
 
@@ -103,7 +104,8 @@ def held_out_prompts(cfg: Any, banks: dict, seeds: list[int], eval_steps: int, b
     from coplay.rollout.bot_episodes import play_bot_episodes
 
     decisions = expert_examples(GAME, seeds, coplay_envs.rules(GAME), cfg.rollout.history_len, eval_steps,
-                                bank_labels(banks, cfg.skill_bank), cfg.rollout.top_k_skills)
+                                bank_labels(banks, cfg.skill_bank), cfg.rollout.top_k_skills,
+                                prompt_format=cfg.rollout.prompt_format)
     prompts: dict[str, list] = {a: [e for e in decisions if e.adapter == a] for a in ("act", "retrieve")}
     prompts.update(contract=[], curator=[])
     features: list[dict[str, str]] = []
@@ -139,7 +141,6 @@ def score(game_prompts: dict[str, list], answers: dict[str, list[str]],
           features: list[dict[str, str]]) -> dict:
     """Per adapter: n and the rates the requirement names, plus a few answers to read."""
     from coplay.agent.parsing import parse_act, parse_retrieve
-    from coplay.learn.teacher import legal_actions_shown
     from coplay.skills.prompts import AnswerError, parse_protocol, parse_verdict
 
     out: dict[str, Any] = {}
@@ -149,7 +150,7 @@ def score(game_prompts: dict[str, list], answers: dict[str, list[str]],
         for i, (example, text) in enumerate(zip(prompts, texts, strict=True)):
             if adapter == "act":
                 ok += not parse_act(text, []).error  # no legality check: format only
-                shown = legal_actions_shown(example.messages) or []
+                shown = list(example.legal)  # the step's legal actions (a compact prompt may not list them)
                 parsed = parse_act(text, shown)
                 legal += bool(parsed.action) and "illegal action" not in parsed.error and bool(shown)
             elif adapter == "retrieve":
@@ -174,13 +175,12 @@ def score(game_prompts: dict[str, list], answers: dict[str, list[str]],
 
 def constraints(prompts: dict[str, list], features: list[dict[str, str]]) -> dict[str, list[str]]:
     """Per held-out `act` and `contract` prompt, the constraint a run samples it under with
-    `rollout.constrained_actions` (the legal actions the prompt shows) and `skill_bank.constrained_contracts`
+    `rollout.constrained_actions` (the step's legal actions) and `skill_bank.constrained_contracts`
     (the asking bank's features)."""
     from coplay.agent.constraint import actions_regex
-    from coplay.learn.teacher import legal_actions_shown
     from coplay.skills.contract_grammar import contract_regex
 
-    return {"act": [actions_regex(legal_actions_shown(e.messages) or []) for e in prompts["act"]],
+    return {"act": [actions_regex(list(e.legal)) for e in prompts["act"]],
             "contract": [contract_regex(f) for f in features]}
 
 

@@ -70,6 +70,7 @@ class ModelSeat:
     constrained_orders: bool = False  # Diplomacy order lines restricted to legal orders (agent/constraint.py)
     constrained_actions: bool = False  # the ACTION line restricted to one legal action (agent/constraint.py)
     uses_bank: bool = True  # False (ablation variants without a bank): no retrieval, no skill section
+    prompt_format: str = "full"  # `rollout.prompt_format`: the act prompt's layout (agent/prompts.py)
 
 
 def _version(engine_name: str | None) -> int:
@@ -175,7 +176,7 @@ class DecisionAgent:
             _, ids, trims = build_act_prompt(
                 self.engine.tokenizer, self.seat.prompt_budget, self.game, self.rules, observation, legal,
                 skill_text, self.history[-self.seat.history_len:] if self.seat.history_len else [],
-                self.seat.uses_bank)
+                self.seat.uses_bank, self.seat.prompt_format)
             for trim in trims:  # the prompt was shortened to fit engine.max_model_len
                 self._count(f"prompt_trim_{trim}")
         except PromptTooLong as exc:

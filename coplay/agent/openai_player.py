@@ -140,6 +140,7 @@ class OpenAISeat:
     seed_parts: tuple[object, ...]
     counters: dict[str, int]
     history: list[HistoryEntry] = field(default_factory=list)
+    prompt_format: str = "full"  # `rollout.prompt_format`, as the model seats' prompts
 
     def _count(self, key: str) -> None:
         self.counters[key] = self.counters.get(key, 0) + 1
@@ -147,7 +148,8 @@ class OpenAISeat:
     async def decide(self, t: int, observation: str, info: dict[str, Any]) -> tuple[Step, list[Sample]]:
         legal = list(info.get("legal_actions", []))
         history = self.history[-self.history_len:] if self.history_len else []
-        messages = act_messages(self.game, self.rules, observation, legal, None, history)
+        messages = act_messages(self.game, self.rules, observation, legal, None, history,
+                                prompt_format=self.prompt_format)
         step = Step(t=t, observation=observation, action="", reward=0.0, score=float(info.get("score", 0.0)),
                     features_before=dict(info.get("features", {})))
         self._count("openai_calls")

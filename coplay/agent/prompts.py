@@ -8,11 +8,20 @@ ignore it); when a prompt would not fit the context, the history is shortened fi
 actions, and a prompt that still does not fit raises `PromptTooLong` (the runner counts it and the game
 applies its fallback). Each shortening is reported, so the runner counts it too. Other prompts (the skill
 bank's) are fitted by `fit_messages`: the system turn (rules, answer format) stays whole and the middle of
-the last user turn is cut. No torch, no ray.
+the last user turn is cut.
+
+Two layouts of the `act` prompt (`rollout.prompt_format`, docs/agents.md): `full`, the one above, and
+`compact`, which says each thing once: the rules in the system turn only (the observation's closing
+`Your move:` line, which restates the rules or the legal moves, is left out), the legal actions once (where
+the observation already lists them, on one line or one line per unit, the prompt refers to it; otherwise
+one line, actions that differ only in their last word joined as `head a|b|c`), no "Active skill: none."
+and no history section when there is no history. The system turn and the answer format are the same in
+both, so `coplay.agent.parsing` reads the answers of either. No torch, no ray.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +44,8 @@ ORDERS_FORMAT = (
     "ORDERS:\n<one order per line, or message lines 'to POWER: <text>' / 'to ALL: <text>' when negotiating>\n"
     f"TAG is one of: {' '.join(INTENTION_TAGS)}."
 )
+PROMPT_FORMATS = ("full", "compact")
+YOUR_MOVE = "Your move:"
 RETRIEVE_FORMAT = "Answer with one line: SKILL: <id of the skill to follow> or SKILL: NONE"
 MULTI_LINE_GAMES = frozenset({"diplomacy"})
 
@@ -70,15 +81,84 @@ def _legal_text(legal_actions: list[str], limit: int | None) -> str:
     return "Legal actions:\n" + "\n".join(shown) + tail
 
 
+_DELIMITED = r"(?<![^\s:,|;]){}(?![^\s,|;.])"  # an item of a list: delimited by spaces or , ; | : .
+_GROUP_SEPARATORS = ("|", ";", "\n")  # an action holding one of these is listed whole, one per line
+
+
+def listing_lines(observation: str, legal_actions: list[str]) -> list[str]:
+    """The observation lines that list the (non-empty) legal actions, each action a delimited item: the one
+    line that holds them all where there is one (2048's `Legal moves:`), else every line that holds two or
+    more of them, if together they hold each one (Diplomacy's orders, one line per unit); [] otherwise.
+    Where there are such lines, a compact prompt refers to them instead of listing the actions again."""
+    wanted = [re.compile(_DELIMITED.format(re.escape(a))) for a in dict.fromkeys(legal_actions) if a]
+    if not wanted:
+        return []
+    lines = observation.splitlines()
+    held = [[w.search(line) is not None for w in wanted] for line in lines]
+    whole = next((line for line, h in zip(lines, held, strict=True) if all(h)), None)
+    if whole is not None:
+        return [whole]
+    lists = [(line, h) for line, h in zip(lines, held, strict=True) if sum(h) >= 2]
+    covered = all(any(h[i] for _, h in lists) for i in range(len(wanted)))
+    return [line for line, _ in lists] if lists and covered else []
+
+
+def _compact_list(legal_actions: list[str], limit: int | None) -> str:
+    """One line: actions that differ only in their last word share their head (`place J rot 0 col 0|1|2`);
+    the empty action (Diplomacy: send nothing) is not listed. Cut to `limit` actions when set."""
+    actions = [a for a in legal_actions if a]
+    shown = actions if limit is None else actions[:limit]
+    more = len(actions) - len(shown)
+    tail = f" ... and {more} more of the same forms" if more > 0 else ""
+    if any(sep in a for a in shown for sep in _GROUP_SEPARATORS):
+        return f"Legal actions ({len(actions)}):\n" + "\n".join(shown) + tail
+    runs: list[tuple[str, list[str]]] = []  # consecutive actions with the same head, in the given order
+    for action in shown:
+        head, _, last = action.rpartition(" ")
+        if head and runs and runs[-1][0] == head:
+            runs[-1][1].append(last)
+        else:
+            runs.append((head, [last]) if head else (action, []))
+    items = [f"{head} {'|'.join(lasts)}" if lasts else head for head, lasts in runs]
+    key = "; a|b = a or b" if len(items) < len(shown) else ""
+    return f"Legal actions ({len(actions)}{key}): " + "; ".join(items) + tail
+
+
+def _compact_user_turn(observation: str, legal_actions: list[str], skill_text: str | None,
+                       history: list[HistoryEntry], legal_limit: int | None, skill_section: bool) -> str:
+    """The `compact` user turn (module docstring): each fact once, no filler lines."""
+    listing = listing_lines(observation, legal_actions)
+    kept = [line for line in observation.rstrip().splitlines()
+            if line in listing or not line.startswith(YOUR_MOVE)]
+    parts = ["Observation:\n" + "\n".join(kept)]
+    if listing:
+        head = listing[0].split(":", 1)[0].strip()
+        where = f'after "{head}:" ' if len(listing) == 1 and ":" in listing[0] and len(head) <= 40 else ""
+        parts.append(f"Legal actions: those listed {where}in the observation.")
+    elif any(legal_actions):
+        parts.append(_compact_list(legal_actions, legal_limit))
+    if skill_section and skill_text:
+        parts.append(f"Active skill:\n{skill_text.strip()}")
+    if history:
+        parts.append(_history_text(history))
+    return "\n\n".join([*parts, "Your answer:"])
+
+
 def act_messages(game: str, rules: str, observation: str, legal_actions: list[str], skill_text: str | None,
                  history: list[HistoryEntry], legal_limit: int | None = None,
-                 skill_section: bool = True) -> ChatMessages:
+                 skill_section: bool = True, prompt_format: str = "full") -> ChatMessages:
     """The `act` prompt as chat messages. `skill_section=False` (ablation variants without a bank): neither
-    the "Active skill" block nor the format's `SKILL:` line appear, so the prompt says nothing of skills."""
+    the "Active skill" block nor the format's `SKILL:` line appear, so the prompt says nothing of skills.
+    `prompt_format`: `full` or `compact` (module docstring); the system turn is the same in both."""
+    if prompt_format not in PROMPT_FORMATS:
+        raise ValueError(f"prompt format {prompt_format!r}: expected one of {list(PROMPT_FORMATS)}")
     fmt = ORDERS_FORMAT if game in MULTI_LINE_GAMES else ACT_FORMAT
     if not skill_section:
         fmt = fmt.replace(SKILL_FORMAT_LINE, "")
     system = f"You are an expert player of the game {game}.\nRules:\n{rules.strip()}\n\n{fmt}"
+    if prompt_format == "compact":
+        user = _compact_user_turn(observation, legal_actions, skill_text, history, legal_limit, skill_section)
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
     skill = f"Active skill:\n{skill_text.strip()}" if skill_text else "Active skill: none."
     user = "\n\n".join([f"Observation:\n{observation.rstrip()}", _legal_text(legal_actions, legal_limit),
                         *([skill] if skill_section else []), _history_text(history), "Your answer:"])
@@ -137,15 +217,17 @@ def fit_messages(tokenizer: Any, messages: ChatMessages, budget: int) -> tuple[C
 
 def build_act_prompt(tokenizer: Any, budget: int, game: str, rules: str, observation: str,
                      legal_actions: list[str], skill_text: str | None, history: list[HistoryEntry],
-                     skill_section: bool = True) -> tuple[ChatMessages, list[int], tuple[str, ...]]:
+                     skill_section: bool = True,
+                     prompt_format: str = "full") -> tuple[ChatMessages, list[int], tuple[str, ...]]:
     """Messages, token ids and the trims applied (`history`, `legal`: none when it fits) of the `act`
-    prompt within `budget` tokens (see module docstring; `skill_section` as in `act_messages`)."""
+    prompt within `budget` tokens (see module docstring; `skill_section`, `prompt_format` as in
+    `act_messages`)."""
     attempts: list[tuple[list[HistoryEntry], int | None]] = [(history, None)]
     attempts += [(history[-n:] if n else [], None) for n in range(len(history) - 1, -1, -1)]
     attempts += [([], limit) for limit in (64, 16, 4)]
     for hist, limit in attempts:
         messages = act_messages(game, rules, observation, legal_actions, skill_text, hist, limit,
-                                skill_section)
+                                skill_section, prompt_format)
         ids = encode(tokenizer, messages)
         if len(ids) <= budget:
             trims = (("history",) if len(hist) < len(history) else ()) + \

@@ -9,6 +9,7 @@
     loading.py     YAML files (`extends:`), dotted overrides that merge like YAML, `ConfigError`
     ablation.py    `ablation.variant`: which parts of co-evolution run (the paper's ablation)
     probe.py       the per-decision probe in a run and the prompts of the served-policy KL
+    prompt.py      `rollout.prompt_format`: the act prompt's layout (`full` or `compact`)
     training.py    what a config must pass to train (`require_trainable`), not to evaluate or play
 
 Import from here (`from coplay.config import CoplayConfig, load_config`). Imports only pydantic and yaml.

@@ -26,6 +26,7 @@ from coplay.config.cold_start import ActBalanceConfig
 from coplay.config.curriculum import CurriculumConfig
 from coplay.config.grouping import StateGroupsConfig
 from coplay.config.probe import ProbeConfig
+from coplay.config.prompt import PROMPT_FORMAT_HELP, PromptFormat
 from coplay.config.rewards import RewardsConfig
 from coplay.config.selfplay import SelfPlayConfig
 from coplay.config.skill_bank import SkillBankConfig
@@ -199,6 +200,7 @@ class RolloutConfig(Section):
     state_groups: StateGroupsConfig = StateGroupsConfig()
     max_steps: int | None = Field(None, ge=1, description="override of each game's horizon")
     history_len: int = Field(4, ge=0)
+    prompt_format: PromptFormat = Field("full", description=PROMPT_FORMAT_HELP)
     retrieve_every: int = Field(0, ge=0, description="K: retrieval every K steps (0 = only when due)")
     top_k_skills: int = Field(3, ge=1)
     concurrent_episodes: int = Field(16, ge=1)

@@ -115,11 +115,12 @@ def _act_answers(caller: ModelCaller, game: str, active: list[dict[str, Any]], p
 
 def solve(caller: ModelCaller, gate: Gate, tasks: list[tuple[Task, dict[str, Any]]], attempts: int,
           rules: str, max_tokens: int, group_prefix: str,
-          reward_scale: float = 0.0, constrained_actions: bool = False) -> tuple[list[list[Attempt]],
-                                                                            list[list[Sample]]]:
+          reward_scale: float = 0.0, constrained_actions: bool = False,
+          prompt_format: str = "full") -> tuple[list[list[Attempt]], list[list[Sample]]]:
     """K attempts at each (task, start state), in lockstep: every step asks the caller once for all live
-    attempts (once per distinct action constraint with `constrained_actions`). Returns per task its attempts
-    and its solver `act` Samples (rewarded per attempt)."""
+    attempts (once per distinct action constraint with `constrained_actions`), with the rollouts' `act`
+    prompt layout (`prompt_format`). Returns per task its attempts and its solver `act` Samples (rewarded
+    per attempt)."""
     import coplay_envs
 
     live: list[dict[str, Any]] = []
@@ -134,8 +135,8 @@ def solve(caller: ModelCaller, gate: Gate, tasks: list[tuple[Task, dict[str, Any
                          "id": f"{group_prefix}/solve/{t}/{a}"})
     while any(not s["done"] for s in live):
         active = [s for s in live if not s["done"]]
-        prompts = [act_messages(gate.game, rules, s["obs"], s["info"]["legal_actions"], s["goal"], [])
-                   for s in active]
+        prompts = [act_messages(gate.game, rules, s["obs"], s["info"]["legal_actions"], s["goal"], [],
+                                prompt_format=prompt_format) for s in active]
         answers = _act_answers(caller, gate.game, active, prompts, max_tokens, constrained_actions)
         for s, (sample,) in zip(active, answers, strict=True):
             parsed = parse_act(sample.completion_text, s["info"]["legal_actions"])
@@ -176,12 +177,14 @@ def _within_cap(checked: list[tuple[Sample, str | None, Verdict]], max_tasks: in
 
 def run_round(caller: ModelCaller, gate: Gate, router: Router, skills: Mapping[str, Skill],
               cfg: CurriculumConfig, iteration: int, rules: str, max_tokens: Mapping[str, int],
-              seed: int = 0, max_tasks: int | None = None, constrained_actions: bool = False) -> RoundResult:
+              seed: int = 0, max_tasks: int | None = None, constrained_actions: bool = False,
+              prompt_format: str = "full") -> RoundResult:
     """Route `cfg.prompts` prompts, sample `cfg.proposals` tasks per prompt, gate them, solve the valid
     ones `cfg.attempts` times, and set every Sample's reward. Skill usage statistics are updated in place
     (`Skill.tasking.usage`); tasks the solver neither always nor never solved become skill examples.
     `max_tasks` caps the tasks the solver plays (the mix share), whole prompt groups at a time; a group
-    beyond the cap is not trained (its rewards would be unknown), its passing tasks counted `unplayed`."""
+    beyond the cap is not trained (its rewards would be unknown), its passing tasks counted `unplayed`.
+    `prompt_format`: the solver's `act` prompt layout (`rollout.prompt_format`)."""
     prefix = f"it{iteration}/curriculum/{gate.game}"
     routed = ([None] * cfg.prompts if cfg.unguided
               else router.pick({k: s.tasking.usage for k, s in skills.items()}, cfg.prompts, iteration))
@@ -212,7 +215,7 @@ def run_round(caller: ModelCaller, gate: Gate, router: Router, skills: Mapping[s
     attempts, solver_samples = solve(caller, gate, [(checked[i][2].task, checked[i][2].start_state)
                                                     for i in played_idx],  # type: ignore[misc]
                                      cfg.attempts, rules, max_tokens["act"], prefix, cfg.game_reward_scale,
-                                     constrained_actions)
+                                     constrained_actions, prompt_format)
     played = dict(zip(played_idx, zip(attempts, solver_samples, strict=True), strict=True))
     outcomes: list[TaskOutcome] = []
     trained: list[Sample] = []

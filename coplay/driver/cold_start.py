@@ -101,7 +101,8 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
                 for seed in seeds:
                     game_examples += expert_examples(
                         game, [seed], coplay_envs.rules(game), cfg.rollout.history_len, cfg.sft.max_steps,
-                        labels, cfg.rollout.top_k_skills, skill_section=ablation.uses_bank)
+                        labels, cfg.rollout.top_k_skills, skill_section=ablation.uses_bank,
+                        prompt_format=cfg.rollout.prompt_format)
                     bar.advance()
                 if cfg.sft.teacher == "openai":
                     game_examples, teacher_counts[game] = openai_teacher(cfg, game, game_examples)

@@ -75,7 +75,8 @@ def curriculum_samples(system: Any, cfg: CoplayConfig, iteration: int, versions:
         seed = cfg.seeds.train.start + (cur.seed * 7919 + iteration) % span
         result = run_round(caller, gate, router, skills, cur, iteration, coplay_envs.rules(game),
                            dict(cfg.sampling.max_tokens.items()), seed=seed, max_tasks=max_tasks,
-                           constrained_actions=cfg.rollout.constrained_actions)
+                           constrained_actions=cfg.rollout.constrained_actions,
+                           prompt_format=cfg.rollout.prompt_format)
         for skill in skills.values():
             skill.tasking.rules = refine_rules(skill.tasking)
         tasking[game] = {sid: s.tasking.to_json() for sid, s in skills.items()}

@@ -36,7 +36,7 @@ def model_seat(cfg: CoplayConfig, versions: Mapping[str, int], evaluation: bool 
         prompt_budget=budget, retrieve_every=cfg.rollout.retrieve_every, top_k=cfg.rollout.top_k_skills,
         history_len=cfg.rollout.history_len, constrained_orders=cfg.rollout.constrained_orders,
         constrained_actions=cfg.rollout.constrained_actions,
-        uses_bank=cfg.ablation.uses_bank)
+        uses_bank=cfg.ablation.uses_bank, prompt_format=cfg.rollout.prompt_format)
 
 
 def start_seeds(cfg: CoplayConfig, iteration: int, game_index: int, n: int | None = None) -> list[int]:

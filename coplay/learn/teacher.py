@@ -31,7 +31,8 @@ from coplay.types import Trajectory
 class ChatExample:
     """One SFT example: chat messages (the prompt) and the assistant completion, for one adapter; for a
     teacher decision also its game, the action it chose and the step it was at (what the cold start balances
-    `act` examples over, `coplay.learn.act_balance`)."""
+    `act` examples over, `coplay.learn.act_balance`), and the legal actions there (what an OpenAI teacher's
+    answer is checked against: a `compact` prompt need not list them)."""
 
     adapter: str
     messages: ChatMessages
@@ -39,6 +40,7 @@ class ChatExample:
     game: str = ""
     action: str = ""
     step: int = 0
+    legal: tuple[str, ...] = ()
 
 
 def act_completion(game: str, intention: str, action: str, directive: str = "") -> str:
@@ -55,10 +57,12 @@ SkillLabels = Callable[[Trajectory], tuple[Any, dict[int, str]]]
 
 def expert_examples(game: str, seeds: list[int], rules: str, history_len: int = 4,
                     max_steps: int | None = None, labels: SkillLabels | None = None, top_k: int = 3,
-                    policy: str = "expert", skill_section: bool = True) -> list[ChatExample]:
+                    policy: str = "expert", skill_section: bool = True,
+                    prompt_format: str = "full") -> list[ChatExample]:
     """`act` (and, with `labels`, `retrieve`) examples from `policy` bots playing every seat, one episode
     per seed. `skill_section=False` (ablation variants without a bank): the `act` prompts have no skill
-    section, as the decision agent's then have none."""
+    section, as the decision agent's then have none. `prompt_format` (`rollout.prompt_format`): the layout
+    the served prompts have, so that the cold start trains on what the policy will be asked."""
     seen: dict[tuple[int, str], list[tuple[str, list[str]]]] = {}
     current = {"seed": 0}
 
@@ -84,12 +88,12 @@ def expert_examples(game: str, seeds: list[int], rules: str, history_len: int = 
                 skill_text = skills.protocol_text(active) if (skills is not None and active) else None
                 messages = act_messages(game, rules, observation, legal, skill_text,
                                         history[-history_len:] if history_len else [],
-                                        skill_section=skill_section)
+                                        skill_section=skill_section, prompt_format=prompt_format)
                 next_label = starts.get(step.t + 1)
                 switch = active is not None and next_label is not None and next_label != active
                 examples.append(ChatExample("act", messages, act_completion(
                     game, step.intention, step.action, "SWITCH" if switch else ""), game=game,
-                    action=step.action.strip(), step=step.t))
+                    action=step.action.strip(), step=step.t, legal=tuple(legal)))
                 history.append(HistoryEntry(step.t, step.intention, step.action, step.reward))
     return examples
 
@@ -113,8 +117,9 @@ def bank_labels(banks: dict[str, Any], skill_bank_cfg: Any) -> SkillLabels:
 # --------------------------------------------------------------- an OpenAI-compatible endpoint as the teacher
 
 def legal_actions_shown(messages: ChatMessages) -> list[str] | None:
-    """The legal actions an `act` prompt lists (the inverse of the prompt builder's legal block); [] when the
-    prompt defers to the observation, None when the list was cut short (legality cannot be checked)."""
+    """The legal actions a `full` `act` prompt lists (the inverse of the prompt builder's legal block); []
+    when the prompt defers to the observation (every `compact` prompt: read `ChatExample.legal` instead),
+    None when the list was cut short (legality cannot be checked)."""
     user = messages[-1]["content"]
     _, found, rest = user.partition("\n\nLegal actions:\n")
     if not found:
@@ -161,12 +166,12 @@ def openai_act_examples(game: str, examples: list[ChatExample], endpoint: OpenAI
     kept: list[ChatExample] = []
     counts = {"prompts": len(act), "kept": 0, "dropped_unparseable": 0, "endpoint_errors": 0}
     for example, answer in zip(act, answers, strict=True):
-        legal = legal_actions_shown(example.messages)
+        legal = list(example.legal)
         if answer is None:
             counts["endpoint_errors"] += 1
             continue
-        parsed = parse_act(answer, legal or [], multi_line=game in MULTI_LINE_GAMES)
-        if parsed.error or not parsed.action or legal is None:
+        parsed = parse_act(answer, legal, multi_line=game in MULTI_LINE_GAMES)
+        if parsed.error or not parsed.action:
             counts["dropped_unparseable"] += 1
             continue
         kept.append(replace(example, completion=_teacher_completion(game, parsed),

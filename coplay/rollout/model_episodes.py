@@ -149,7 +149,7 @@ class _Seat:
                 game=plan.game, rules=ctx.rules(plan.game),
                 client=client_for(ctx.openai_clients, self.player.endpoint),
                 sampling=self.player.seat.act_sampling, history_len=self.player.seat.history_len,
-                seed_parts=seed_parts, counters=ctx.counters)
+                seed_parts=seed_parts, counters=ctx.counters, prompt_format=self.player.seat.prompt_format)
         else:
             from coplay_envs import make_bot, spec
 

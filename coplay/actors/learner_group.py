@@ -23,12 +23,12 @@ from typing import Any
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError
-from ray.util.placement_group import placement_group
+from ray.util.placement_group import PlacementGroup, placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from coplay.actors.connect import actor_options
 from coplay.artifacts.bundle import AdapterBundle
-from coplay.config import ConfigError, CoplayConfig
+from coplay.config import ClusterConfig, ConfigError, CoplayConfig
 from coplay.types import Sample, TrainStep
 
 
@@ -118,7 +118,8 @@ class LearnerRankImpl:
         from coplay.models import default_device
 
         listener, self.listener = self.listener, None
-        join_process_group(self.rank, self.world_size, master_addr, master_port, listener)
+        join_process_group(self.rank, self.world_size, master_addr, master_port, listener,
+                           node_addr=ray.util.get_node_ip_address())
         self.master = (master_addr, master_port)
         default_device()
         self.learner = Learner(self.cfg.model, self.cfg.adapters, self.cfg.learner,
@@ -191,6 +192,32 @@ class LearnerRankImpl:
 LearnerRank = ray.remote(LearnerRankImpl)
 
 
+def learner_placement_group(cluster: ClusterConfig, world: int, gpus: float) -> PlacementGroup:
+    """The ranks' placement group, ready: one bundle per rank (1 CPU, `gpus` GPUs, the custom resources),
+    placed by `cluster.learner_placement` (STRICT_PACK by default: every rank on one node, where NCCL's
+    all-reduce stays off the network; coplay/config/placement.py). A group that cannot be placed within
+    `cluster.learner_placement_timeout_s` is removed and refused in one line: what it asked for, and the
+    most any one node offers now."""
+    from ray.exceptions import GetTimeoutError
+    from ray.util.placement_group import remove_placement_group
+
+    bundle = {"CPU": 1, **({"GPU": gpus} if gpus else {}), **cluster.learner_rank_resources}
+    strategy = cluster.learner_placement
+    pg = placement_group([bundle] * world, strategy=strategy)
+    try:
+        ray.get(pg.ready(), timeout=cluster.learner_placement_timeout_s)
+    except GetTimeoutError:
+        remove_placement_group(pg)
+        per_node = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+        most = {key: max(r.get(key, 0) for r in per_node) for key in bundle} if per_node else {}
+        hint = ("one node must hold them all; set cluster.learner_placement=PACK to let them span nodes, or "
+                "lower learner.ranks" if strategy == "STRICT_PACK" else "lower learner.ranks or add nodes")
+        raise ConfigError(f"cluster.learner_placement={strategy}: {world} learner ranks of {bundle} not "
+                          f"placed within {cluster.learner_placement_timeout_s:g} s (the most one node "
+                          f"offers: {most}); {hint}") from None
+    return pg
+
+
 class LearnerGroup:
     """Driver-side handle of the ranks: calls fan out to every rank; rank 0's result comes back."""
 
@@ -201,9 +228,7 @@ class LearnerGroup:
         self.alive = True
         world = cfg.learner.ranks
         gpus = actor_gpus(cfg.cluster.learner_rank_gpus)
-        bundle = {"CPU": 1, **({"GPU": gpus} if gpus else {}), **cfg.cluster.learner_rank_resources}
-        self.pg = placement_group([bundle] * world, strategy="PACK")
-        ray.get(self.pg.ready())
+        self.pg = learner_placement_group(cfg.cluster, world, gpus)
         dump = cfg.model_dump(mode="json")
         named = [{"name": f"{name}.learner-{r}"} if name else {} for r in range(world)]
         self.ranks = [

@@ -25,6 +25,7 @@ from coplay.config.base import ADAPTER_NAMES, GAME_KEYS, Section, active_adapter
 from coplay.config.cold_start import ActBalanceConfig
 from coplay.config.curriculum import CurriculumConfig
 from coplay.config.grouping import StateGroupsConfig
+from coplay.config.placement import LearnerPlacement
 from coplay.config.probe import ProbeConfig
 from coplay.config.prompt import PROMPT_FORMAT_HELP, PromptFormat
 from coplay.config.rewards import RewardsConfig
@@ -378,8 +379,9 @@ class EvalConfig(Section):
                           "separate (coplay.eval.ruler, docs/evaluation.md)")
 
 
-class ClusterConfig(Section):
-    """Where Ray runs: None = a local in-process cluster on loopback with no dashboard."""
+class ClusterConfig(LearnerPlacement):
+    """Where Ray runs: None = a local in-process cluster on loopback with no dashboard. The learner ranks'
+    GPUs and placement strategy come from `LearnerPlacement` (coplay/config/placement.py)."""
 
     address: str | None = None
     num_cpus: int | None = Field(None, ge=1)
@@ -399,9 +401,6 @@ class ClusterConfig(Section):
     rollout_worker_gpus: float | None = Field(
         None, ge=0.0,
         description="GPUs per rollout worker; None: 1 on a cluster with GPUs, else 0 (a CPU slot)")
-    learner_rank_gpus: float | None = Field(
-        None, ge=0.0,
-        description="GPUs per learner rank; None: 1 on a cluster with GPUs, else 0 (a CPU slot)")
     learner_rank_resources: dict[str, float] = Field(
         {}, description="custom Ray resources each learner rank's bundle reserves, e.g. {learner: 1} to keep "
                         "the ranks on nodes started with --resources='{\"learner\": 8}'")

@@ -70,24 +70,47 @@ def is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def loopback_interface() -> str | None:
-    """The name of the network interface holding 127.0.0.1 (`lo` on Linux), or None."""
+def interface_holding(address: str) -> str | None:
+    """The name of the network interface holding `address` (`lo` for 127.0.0.1 on Linux), or None."""
     import psutil
 
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    bare = address.split("%")[0]
     for name, addresses in psutil.net_if_addrs().items():
-        if any(a.family == socket.AF_INET and a.address == LOOPBACK for a in addresses):
+        if any(a.family == family and a.address.split("%")[0] == bare for a in addresses):
             return name
     return None
 
 
+def loopback_interface() -> str | None:
+    """The name of the network interface holding 127.0.0.1 (`lo` on Linux), or None."""
+    return interface_holding(LOOPBACK)
+
+
+def socket_interface_env(node_addr: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME for a rank on a node whose Ray address is `node_addr`: the
+    interface holding that address, which the other nodes reach (Ray's own traffic uses it), for each
+    variable `environ` (default: this process's environment) does not set already; an operator's value
+    wins. Without it NCCL takes the first interface that is not loopback or docker, which on a node with
+    several (a second NIC, a virtual bridge, a CNI's veth) may be one the other nodes cannot reach: the
+    group then hangs at its first collective instead of failing."""
+    environ = os.environ if environ is None else environ
+    interface = interface_holding(node_addr)
+    if interface is None:
+        return {}
+    return {key: interface for key in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME") if not environ.get(key)}
+
+
 def join_process_group(rank: int, world_size: int, master_addr: str, master_port: int,
                        listener: socket.socket | None = None, backend: str | None = None,
-                       timeout_s: float = RENDEZVOUS_TIMEOUT_S) -> Any:
+                       timeout_s: float = RENDEZVOUS_TIMEOUT_S, node_addr: str | None = None) -> Any:
     """Join the default process group at rank 0's reported address. Rank 0 passes the socket it reported
     (`open_rendezvous`), which its TCPStore then serves on. When the address is loopback (a local run) the
     gloo transport is pinned to the loopback interface too (`GLOO_SOCKET_IFNAME`, torch's own switch;
-    otherwise gloo listens on whatever address the host name resolves to). Returns the store, which owns
-    the socket from then on (`detach`: Python no longer closes it)."""
+    otherwise gloo listens on whatever address the host name resolves to). On a cluster, `node_addr` (this
+    rank's node address) pins NCCL's and gloo's sockets to its interface unless the environment names one
+    (`socket_interface_env`). Returns the store, which owns the socket from then on (`detach`: Python no
+    longer closes it)."""
     import torch.distributed as dist
 
     if dist.is_initialized():
@@ -102,6 +125,8 @@ def join_process_group(rank: int, world_size: int, master_addr: str, master_port
         interface = loopback_interface()
         if interface is not None:
             os.environ["GLOO_SOCKET_IFNAME"] = interface
+    elif node_addr is not None:
+        os.environ.update(socket_interface_env(node_addr))
     timeout = datetime.timedelta(seconds=timeout_s)
     store = dist.TCPStore(master_addr, master_port, world_size, rank == 0, timeout=timeout,
                           wait_for_workers=False,

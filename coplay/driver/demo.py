@@ -20,29 +20,35 @@ from typing import Any
 DEMO_CONFIG = Path(__file__).resolve().parents[2] / "launch" / "configs" / "demo-2048-smollm2.yaml"
 
 
-def score_plot(run_root: Path) -> Path:
-    """`score.png`: mean score per game per iteration with the 95% t-interval as a band."""
-    import matplotlib
+def score_figure(run_root: Path) -> Any:
+    """The run report's score chart as one matplotlib figure, a panel per game: the training rollouts' mean
+    score per iteration (circles, 95% t band), the evaluations on seeds.eval (squares) and the bots on the
+    same protocol (dashed lines), on whole-number iteration ticks, under a title that says which is which."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from coplay.report.charts import draw_lines
+    from coplay.report.data import eval_overlays, games_of, load_run, score_series
 
-    from coplay.runs import RunDir
-
-    records = [r for r in RunDir.open(run_root).read_metrics() if r.get("scores")]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for game in sorted({g for r in records for g in r["scores"]}):
-        rows = [(r["iteration"], r["scores"][game]) for r in records if game in r["scores"]]
-        xs = [i for i, _ in rows]
-        ax.plot(xs, [s["mean"] for _, s in rows], marker="o", label=game)
-        ax.fill_between(xs, [s["ci_low"] for _, s in rows], [s["ci_high"] for _, s in rows], alpha=0.2)
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("score (mean, 95% CI)")
-    ax.legend()
+    data = load_run(run_root)
+    games = games_of(data.iterations, data.evals)
+    iterations = [r["iteration"] for r in data.iterations]
+    xlim = (min(iterations) - 0.2, max(iterations) + 0.2) if iterations else None
+    fig = Figure(figsize=(7.5, 3.4 * max(1, len(games))), dpi=100)
+    for row, game in enumerate(games, start=1):
+        evaluations, bots = eval_overlays(data.evals, game)
+        train = score_series(data.iterations, game)
+        draw_lines(fig.add_subplot(len(games), 1, row), f"{game}: score per iteration", "iteration",
+                   "score (mean, 95% CI)", ([train] if train else []) + evaluations, bots, xlim=xlim)
+    fig.suptitle("training rollouts (circles), evaluations on seeds.eval (squares), bots on the same "
+                 "protocol (dashed)", fontsize=9)
     fig.tight_layout()
+    return fig
+
+
+def score_plot(run_root: Path) -> Path:
+    """`score.png`: `score_figure` as a picture in the run folder."""
     out = run_root / "score.png"
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    score_figure(run_root).savefig(out)
     return out
 
 
@@ -154,12 +160,12 @@ def run_demo(overrides: list[str] | None = None, config: str | Path | None = Non
         resolve_model_path(cfg.model)
     run_root = Path(train(cfg))
     bank_report = write_bank_report(run_root)
+    against_bots = bots_beside_run(run_root, cfg)  # before the plot and the report, which show the bots
     plot = score_plot(run_root)
-    against_bots = bots_beside_run(run_root, cfg)  # before the report, which shows every eval file
     report = write_report(run_root)
     print(f"run folder:   {run_root}")
     print(f"  metrics:    {run_root / 'metrics.jsonl'}  (TensorBoard: {run_root / 'tb'})")
-    print(f"  checkpoints:{run_root / 'checkpoints'}")
+    print(f"  checkpoints: {run_root / 'checkpoints'}")
     print(f"  banks:      {run_root / 'banks'}  (report: {bank_report})")
     print(f"  score plot: {plot}")
     print(f"  report:     {report}")

@@ -116,13 +116,12 @@ def _draw_series(ax: Any, series: Sequence[Series], levels: Sequence[Level]) -> 
             ax.axhspan(level.low, level.high, color=color, alpha=0.10, linewidth=0)
 
 
-def line_chart(chart_id: str, title: str, xlabel: str, ylabel: str, series: Sequence[Series],
+def draw_lines(ax: Any, title: str, xlabel: str, ylabel: str, series: Sequence[Series],
                levels: Sequence[Level] = (), ylim: tuple[float, float] | None = None,
-               xlim: tuple[float, float] | None = None, integer_y: bool = False) -> str:
-    """Lines (with CI bands where given) and horizontal reference levels on one axes; x is an integer
-    axis (iterations, versions), and so is y with `integer_y` (counts)."""
-    fig = _figure(7.5, 3.4)
-    ax = fig.add_subplot(1, 1, 1)
+               xlim: tuple[float, float] | None = None, integer_y: bool = False) -> None:
+    """Lines (with CI bands where given) and horizontal reference levels on the matplotlib axes `ax`; x is
+    an integer axis (iterations, versions), and so is y with `integer_y` (counts). The report's charts and
+    the demo's `score.png` draw through it, so both show the same marks."""
     _draw_series(ax, series, levels)
     _style_axes(ax, title, xlabel, ylabel)
     _integer_axes(ax, series, integer_y)
@@ -132,6 +131,14 @@ def line_chart(chart_id: str, title: str, xlabel: str, ylabel: str, series: Sequ
         ax.set_xlim(*xlim)
     if series or levels:
         ax.legend(fontsize=8, loc="best")
+
+
+def line_chart(chart_id: str, title: str, xlabel: str, ylabel: str, series: Sequence[Series],
+               levels: Sequence[Level] = (), ylim: tuple[float, float] | None = None,
+               xlim: tuple[float, float] | None = None, integer_y: bool = False) -> str:
+    """`draw_lines` on one axes, as inline SVG."""
+    fig = _figure(7.5, 3.4)
+    draw_lines(fig.add_subplot(1, 1, 1), title, xlabel, ylabel, series, levels, ylim, xlim, integer_y)
     return _to_svg(fig, chart_id)
 
 

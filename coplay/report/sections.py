@@ -66,8 +66,10 @@ def learning_curves(data: RunData) -> str:
             continue
         out.append(figure(f"chart-score-{game}", charts.line_chart(
             f"score-{game}", f"{game}: score per iteration", "iteration", "score", lines, levels, xlim=xlim),
-            f"{game}: mean score of the policy's own seats in training rollouts per iteration, shaded 95% "
-            f"t-interval; dotted: evaluations on seeds.eval; dashed: baselines evaluated once."))
+            f"{game}: circles, solid line: mean score of the policy's own seats in training rollouts per "
+            f"iteration, shaded 95% t-interval; squares (joined by a dotted line when there are several): "
+            f"evaluations on seeds.eval at an iteration; dashed horizontal lines: evaluations made once, "
+            f"such as the bots on the same protocol."))
     return "".join(out) or _none("No scores yet: metrics.jsonl has no iteration records and eval/ has no "
                                  "results.")
 

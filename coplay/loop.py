@@ -93,7 +93,8 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
             clock.lap("learner")
             seconds = time.perf_counter() - t0
             due = cfg.eval.every and k % cfg.eval.every == 0
-            evaluation = (evaluate(system, k, state.ledger.latest(), state.banks.latest(), state.league)
+            evaluated_on = state.ledger.latest()  # after this iteration's learner step: newer than `versions`
+            evaluation = (evaluate(system, k, evaluated_on, state.banks.latest(), state.league)
                           if due else None)
             probed = (run_probe(system, probe, k, state.ledger.latest(), state.banks.latest())
                       if probe is not None and probe_due(cfg, k) else None)
@@ -102,7 +103,7 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
             log.log(k, iteration_record(k, data, stats, bank, trained, versions, seconds,
                                         system.take_faults(), evaluation,
                                         str(run.checkpoint_dir(k)) if save else None, state.league.table(),
-                                        probe=probed, phases=clock.take()))
+                                        probe=probed, phases=clock.take(), eval_versions=evaluated_on))
             if save:  # after the metrics line: metrics always cover what a checkpoint holds
                 save_checkpoint(system, state, k)
             clock.lap("checkpoint")  # a segment of the next line

@@ -76,7 +76,8 @@ class MetricsLog:
         if self.wandb is not None:
             self.wandb.log(flat, step=iteration)
         if self.console is not None:
-            self.console.print(console_line(iteration, record))
+            # unwrapped: a log (or a narrow terminal) must not break a line inside a figure
+            self.console.print(console_line(iteration, record), soft_wrap=True)
 
     def close(self) -> None:
         if self.tb is not None:
@@ -85,25 +86,56 @@ class MetricsLog:
             self.wandb.finish()
 
 
+def engine_names(versions: dict[str, int]) -> str:
+    """`act@v2 retrieve@v2`: adapter versions as the engines name them, one token each (a line that wraps
+    never splits one)."""
+    return " ".join(f"{adapter}@v{version}" for adapter, version in versions.items()) or "none"
+
+
+def _per_key(values: dict[str, Any], unit: str = "") -> str:
+    return ", ".join(f"{key} {unit}{value}" for key, value in values.items()) or "none"
+
+
 def console_line(iteration: int, record: dict[str, Any]) -> str:
-    """One console line per record: an iteration's rollout summary, or what the run's closing records say
-    (the last GRPO step after the final rollouts; the newest versions) instead of an empty rollout line."""
+    """The console lines of one record (printed unwrapped, each short and labelled; no dict is printed
+    raw): an iteration's rollouts, the adapter and bank versions they used, the skills per bank, the
+    evaluation after them with the versions it used (newer than the rollouts' when a learner step came
+    between), and the phases; or what the run's closing records say (the last GRPO step after the final
+    rollouts; the newest versions) instead of an empty rollout line."""
     if "final_train" in record:
         train = record["final_train"]
-        return (f"[bold]final GRPO step[/] learner_step={train.get('learner_step')} "
-                f"published={train.get('published', {})}"
-                + served_change_text(train.get("served_change", {})))
+        return (f"[bold]final GRPO step[/] (learner step {train.get('learner_step')}): published "
+                f"{engine_names(train.get('published', {}))}"
+                + _indented(served_change_text(train.get("served_change", {}))))
     if "final_versions" in record:
-        return (f"[bold]final[/] versions={record['final_versions']} "
-                f"banks={record.get('final_bank_versions', {})}" + phase_text(record.get("phases")))
-    scores = " ".join(f"{g}={s['mean']:.1f}" for g, s in record.get("scores", {}).items())
-    return (f"[bold]it {iteration}[/] episodes={record.get('episodes', 0)} "
-            f"tok/s={record.get('generated_tokens_per_s', 0):.0f} {scores} "
-            f"bank={record.get('bank_sizes', {})} ops={record.get('maintenance', {}).get('applied', {})} "
-            f"versions={record.get('versions', {})}"
-            + served_change_text(record.get("train", {}).get("served_change", {}))
-            + game_share_text(record.get("reward_shares", {}))
-            + phase_text(record.get("phases")))
+        return (f"[bold]final[/]: adapters {engine_names(record['final_versions'])}; bank versions "
+                f"{_per_key(record.get('final_bank_versions', {}), 'v')}"
+                + _indented(phase_text(record.get("phases"))))
+    scores = ", ".join(f"{g} {s['mean']:.1f}" for g, s in record.get("scores", {}).items()) or "none"
+    lines = [f"[bold]it {iteration}[/]: {record.get('episodes', 0)} episodes, mean score {scores}, "
+             f"{record.get('generated_tokens_per_s', 0):.0f} tok/s",
+             f"  rollouts on adapters {engine_names(record.get('versions', {}))}; bank versions "
+             f"{_per_key(record.get('bank_versions', {}), 'v')}",
+             f"  skills per bank: {_per_key(record.get('bank_sizes', {}))}"
+             + (f"; bank operations applied: {_per_key(applied)}"
+                if (applied := record.get("maintenance", {}).get("applied")) else "")]
+    if record.get("eval"):
+        scored = {g: e["score"] for g, e in record["eval"].items() if "score" in e}
+        results = ", ".join(f"{g} {s['mean']:.1f} [{s['ci_low']:.1f}, {s['ci_high']:.1f}]"
+                            for g, s in scored.items())
+        used = record.get("eval_versions")
+        lines.append(f"  evaluation on seeds.eval: {results}"
+                     + (f"; adapters {engine_names(used)}" if used else ""))
+    text = "\n".join(lines)
+    for extra in (served_change_text(record.get("train", {}).get("served_change", {})),
+                  game_share_text(record.get("reward_shares", {})), phase_text(record.get("phases"))):
+        text += _indented(extra)
+    return text
+
+
+def _indented(text: str) -> str:
+    """A helper's ` label: ...` text as a line of its own under the record's first line ("" stays "")."""
+    return f"\n {text}" if text else ""
 
 
 def game_share_text(shares: dict[str, dict[str, float]]) -> str:
@@ -200,12 +232,14 @@ def iteration_record(iteration: int, data: IterationData, stats: CollectStats, b
                      faults: dict[str, Any], evaluation: dict[str, Any] | None = None,
                      checkpoint: str | None = None,
                      league: dict[str, Any] | None = None, *,
-                     probe: dict[str, Any] | None = None, phases: Laps | None = None) -> dict[str, Any]:
+                     probe: dict[str, Any] | None = None, phases: Laps | None = None,
+                     eval_versions: dict[str, int] | None = None) -> dict[str, Any]:
     """The whole metrics line of iteration `iteration`: its rollouts (`data`, `stats`, at adapter `versions`),
     the bank update that ran meanwhile, the learner step of this iteration (if any), what failed and was
-    recovered, the evaluation (if any), the checkpoint written after it (if any) and the league's ratings
-    after it (multi-seat games), the per-decision probe (`coplay.driver.probe`), when it ran, and the phase
-    timeline (`coplay.driver.phases`) from the driver's laps `phases`."""
+    recovered, the evaluation (if any) at adapter `eval_versions` (the newest after this iteration's learner
+    step: with staleness >= 1 newer than the rollouts'), the checkpoint written after it (if any) and the
+    league's ratings after it (multi-seat games), the per-decision probe (`coplay.driver.probe`), when it
+    ran, and the phase timeline (`coplay.driver.phases`) from the driver's laps `phases`."""
     steps = max(1, stats.steps)
     train_json = train.to_json() if train is not None else {}
     record: dict[str, Any] = {
@@ -248,6 +282,8 @@ def iteration_record(iteration: int, data: IterationData, stats: CollectStats, b
         record["league"] = league
     if evaluation is not None:
         record["eval"] = evaluation
+        if eval_versions is not None:
+            record["eval_versions"] = dict(eval_versions)
     if probe is not None:
         record["probe"] = probe
     if phases is not None:  # the driver's laps since the previous line, and the busy view

@@ -32,6 +32,14 @@ def test_an_iteration_line_says_which_versions_its_rollouts_and_its_evaluation_u
         "  evaluation on seeds.eval: 2048 14.5 [9.1, 19.9]; adapters act@v2 retrieve@v2"]
 
 
+def test_the_cold_start_line_is_not_an_empty_iteration():
+    record = {"cold_start": {"sft": {}}, "versions": {"act": 1}, "bank_versions": {"2048": 0},
+              "eval": {"2048": {"score": {"mean": 9.0, "ci_low": 5.0, "ci_high": 13.0}}}}
+    assert console_line(0, record).splitlines() == [
+        "[bold]cold start[/]: adapters act@v1; bank versions 2048 v0",
+        "  evaluation on seeds.eval: 2048 9.0 [5.0, 13.0]; adapters act@v1"]
+
+
 def test_the_loop_records_the_versions_its_evaluation_used():
     from coplay.driver.metrics import iteration_record
     from coplay.driver.records import CollectStats, IterationData

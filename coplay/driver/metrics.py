@@ -111,19 +111,26 @@ def console_line(iteration: int, record: dict[str, Any]) -> str:
         return (f"[bold]final[/]: adapters {engine_names(record['final_versions'])}; bank versions "
                 f"{_per_key(record.get('final_bank_versions', {}), 'v')}"
                 + _indented(phase_text(record.get("phases"))))
-    scores = ", ".join(f"{g} {s['mean']:.1f}" for g, s in record.get("scores", {}).items()) or "none"
-    lines = [f"[bold]it {iteration}[/]: {record.get('episodes', 0)} episodes, mean score {scores}, "
-             f"{record.get('generated_tokens_per_s', 0):.0f} tok/s",
-             f"  rollouts on adapters {engine_names(record.get('versions', {}))}; bank versions "
-             f"{_per_key(record.get('bank_versions', {}), 'v')}",
-             f"  skills per bank: {_per_key(record.get('bank_sizes', {}))}"
-             + (f"; bank operations applied: {_per_key(applied)}"
-                if (applied := record.get("maintenance", {}).get("applied")) else "")]
+    versions = engine_names(record.get("versions", {}))
+    if "resumed_from" in record:
+        return f"[bold]resumed[/] from {record['resumed_from']}: adapters {versions}"
+    banks = _per_key(record.get("bank_versions", {}), "v")
+    if "cold_start" in record:  # the at-start evaluation (if any) played the cold start's versions
+        lines = [f"[bold]cold start[/]: adapters {versions}; bank versions {banks}"]
+        used = record.get("versions")
+    else:
+        scores = ", ".join(f"{g} {s['mean']:.1f}" for g, s in record.get("scores", {}).items()) or "none"
+        lines = [f"[bold]it {iteration}[/]: {record.get('episodes', 0)} episodes, mean score {scores}, "
+                 f"{record.get('generated_tokens_per_s', 0):.0f} tok/s",
+                 f"  rollouts on adapters {versions}; bank versions {banks}",
+                 f"  skills per bank: {_per_key(record.get('bank_sizes', {}))}"
+                 + (f"; bank operations applied: {_per_key(applied)}"
+                    if (applied := record.get("maintenance", {}).get("applied")) else "")]
+        used = record.get("eval_versions")
     if record.get("eval"):
         scored = {g: e["score"] for g, e in record["eval"].items() if "score" in e}
         results = ", ".join(f"{g} {s['mean']:.1f} [{s['ci_low']:.1f}, {s['ci_high']:.1f}]"
                             for g, s in scored.items())
-        used = record.get("eval_versions")
         lines.append(f"  evaluation on seeds.eval: {results}"
                      + (f"; adapters {engine_names(used)}" if used else ""))
     text = "\n".join(lines)

@@ -133,8 +133,9 @@ def _compact_user_turn(observation: str, legal_actions: list[str], skill_text: s
     parts = ["Observation:\n" + "\n".join(kept)]
     if listing:
         head = listing[0].split(":", 1)[0].strip()
-        where = f'after "{head}:" ' if len(listing) == 1 and ":" in listing[0] and len(head) <= 40 else ""
-        parts.append(f"Legal actions: those listed {where}in the observation.")
+        named = len(listing) == 1 and ":" in listing[0] and len(head) <= 40
+        where = f'"{head}" above' if named else "the observation"
+        parts.append(f"Legal actions: see {where}.")
     elif any(legal_actions):
         parts.append(_compact_list(legal_actions, legal_limit))
     if skill_section and skill_text:

@@ -106,7 +106,7 @@ def test_compact_lists_each_legal_action_once_and_completely(states, tokenizer):
             lines = listing_lines(obs, legal)
             if lines:  # the observation lists them: the prompt keeps those lines, points there, adds no list
                 referred += 1
-                assert all(line in user for line in lines) and "\nLegal actions: those listed " in user
+                assert all(line in user for line in lines) and "\nLegal actions: see " in user
                 assert "\nLegal actions:\n" not in user and "Legal actions (" not in user
                 assert "\nLegal actions:\n" in full[1]["content"]  # where `full` lists them once more
             elif any(legal):  # one list, each action once, in the given order
@@ -164,7 +164,7 @@ def test_compact_prompts_shorten_to_fit_and_refuse_what_cannot(tokenizer):
     # actions the observation lists are not repeated, so there is no list to cut: too long is refused
     listed_obs = "Legal moves: " + ", ".join(legal)
     shortest = len(build(10_000, legal, [], listed_obs)[1])
-    assert "those listed after" in build(10_000, legal, [], listed_obs)[0][1]["content"]
+    assert 'Legal actions: see "Legal moves" above.' in build(10_000, legal, [], listed_obs)[0][1]["content"]
     with pytest.raises(PromptTooLong):
         build(shortest - 1, legal, history, listed_obs)
 
@@ -187,7 +187,7 @@ def test_teacher_examples_and_served_prompts_share_the_configs_format(tokenizer,
     assert not step.parse_error
     assert engine.requests[0].prompt_ids == encode(tokenizer, examples[0].messages)
     assert examples[0].legal == tuple(legal)  # what an OpenAI teacher's answer is checked against
-    compact = "Legal actions: those listed after" in examples[0].messages[1]["content"]
+    compact = "Legal actions: see \"Swaps" in examples[0].messages[1]["content"]
     assert compact == (prompt_format == "compact")
     # an endpoint seat of that config is asked the same layout (the rollout runner passes it on)
     with EndpointServer(lambda n: "garbage") as server:

@@ -15,7 +15,7 @@ vLLM and DeepSpeed.
     actors/     the Ray face: RolloutWorker, LearnerGroup, SkillBankActor, ArtifactStore, System
     eval/       evaluation protocol, players, play, compare, stats, the benchmark suite runner
     report/     the HTML run report and the bank report
-    loop.py     the co-evolution loop, one screen;  cli.py  the `coplay` command
+    loop.py     the co-evolution loop, one screen;  cli.py  the `coplay` command (cli_eval.py: eval, play)
 
 `import coplay` must stay fast: nothing heavy (torch, ray, vllm, deepspeed) is imported here or at module
 level of the config, records and run-folder modules.

@@ -1,20 +1,20 @@
 """coplay trains LLM agents for long-horizon games: a decision agent and a skill bank that co-evolve (train),
 then evaluate, play, benchmark and inspect the runs; `python -m coplay.learn` trains from shards alone.
 
-This module holds all argument parsing of the package (the first paragraph above is `coplay --help`'s
-description). Each verb parses its arguments and imports its implementation lazily, so `coplay --help` is
-instant.
+This module and `coplay.cli_eval` (the evaluation verbs, `eval` and `play`) hold all argument parsing of the
+package (the first paragraph above is `coplay --help`'s description). Each verb parses its arguments and
+imports its implementation lazily, so `coplay --help` is instant.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from coplay.config import ConfigError, CoplayConfig
+from coplay.cli_eval import add_eval_args, add_play_args, eval_command, play_command
+from coplay.config import ConfigError
 
 
 def _config_show(args: argparse.Namespace) -> int:
@@ -22,15 +22,6 @@ def _config_show(args: argparse.Namespace) -> int:
 
     print(load_config(args.config, args.overrides).to_yaml(), end="")
     return 0
-
-
-def _console(cfg: CoplayConfig) -> None:
-    """Progress bars per `logging.console`; vLLM, Ray, peft and DeepSpeed at WARNING unless
-    `logging.verbose` (before any of them is imported)."""
-    from coplay.driver import progress
-
-    progress.set_enabled(cfg.logging.console)
-    progress.quiet_third_party(cfg.logging.verbose)
 
 
 def _guarded(command: str, start: Callable[[], Path | None], announce: bool = True) -> int:
@@ -136,38 +127,6 @@ def _model_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _play(args: argparse.Namespace) -> int:
-    from coplay.config import load_config
-    from coplay.eval.play import play, play_horizon, score_table, write_trajectories
-    from coplay.eval.policies import parse_policy
-    from coplay.runs import RunDirError
-
-    try:
-        policy = parse_policy(args.policy)
-        config = args.config or (str(policy.run_dir / "config.yaml") if policy.run_dir else None)
-        cfg = load_config(config, [f"games=[{args.game}]", *args.overrides])
-        _console(cfg)
-        seeds = list(range(args.seed, args.seed + args.episodes))
-        max_steps, source = play_horizon(cfg, args.max_steps)
-        cap = f"at most {max_steps} steps ({source})" if max_steps else source
-        print(f"coplay play: {args.game}, {policy.spec}, {args.episodes} episode(s) from seed {args.seed}, "
-              f"{cap}", file=sys.stderr, flush=True)
-        trajectories = play(cfg, args.game, policy, seeds, max_steps, args.render)
-    except (RunDirError, ValueError, FileNotFoundError) as exc:
-        print(f"coplay play: {exc}", file=sys.stderr)
-        return 2
-    print(score_table(trajectories, f"{args.game}: {policy.spec}, {args.episodes} episode(s)"))
-    out = Path(args.out) if args.out else None
-    if out is None and policy.kind not in ("expert", "random"):
-        from coplay.runs import RunDir
-
-        out = RunDir.create(cfg.run.out_dir, f"play-{args.game}", cfg.to_yaml()).shards
-    if out is not None:
-        print(f"trajectories written to "
-              f"{write_trajectories(out, args.game, policy, args.seed, trajectories)}")
-    return 0
-
-
 def _bank(args: argparse.Namespace) -> int:
     """`coplay bank show | report`: a path that is not a run folder is named as such (exit 2); a shard that
     does not decode stops both in one line naming it (exit 1, as `coplay report`): the skill analysis would
@@ -208,57 +167,6 @@ def _bank(args: argparse.Namespace) -> int:
     return 0
 
 
-def _eval(args: argparse.Namespace) -> int:
-    from coplay.runs import RunDirError
-
-    try:
-        if args.compare:
-            from coplay.eval.compare import compare_files
-
-            text, _ = compare_files(*args.compare, out=args.json)
-            print(text, end="")
-            return 0
-        return _eval_run(args)
-    except (RunDirError, ValueError, FileNotFoundError) as exc:
-        print(f"coplay eval: {exc}", file=sys.stderr)
-        return 2
-
-
-def _eval_run(args: argparse.Namespace) -> int:
-    from coplay.config import load_config
-    from coplay.eval.players import run_evaluation
-    from coplay.eval.policies import parse_policy
-    from coplay.runs import RunDir
-
-    run_dir, overrides = args.run_dir, list(args.overrides)
-    if run_dir and "=" in run_dir and not Path(run_dir).is_dir():  # no run folder: argparse took an override
-        run_dir, overrides = None, [run_dir, *overrides]
-    if args.policy is None and run_dir is None:
-        raise ValueError("give a run folder (coplay eval RUN_DIR) or --policy (base | run:RUN_DIR[@STEP] | "
-                         "expert | random | openai)")
-    policy = parse_policy(args.policy or f"run:{run_dir}")
-    if args.step is not None:
-        if policy.kind != "run" or (policy.step is not None and policy.step != args.step):
-            raise ValueError(f"--step {args.step}: only with a run policy, and not against its @STEP")
-        policy = dataclasses.replace(policy, step=args.step)
-    run_dir = run_dir or policy.run_dir
-    run = RunDir.open(run_dir) if run_dir else None
-    for flag, key in (("games", "games"), ("episodes", "eval.episodes"),
-                      ("episodes_per_seat", "eval.episodes_per_seat"), ("max_steps", "eval.max_steps")):
-        value = getattr(args, flag)
-        if value is not None:
-            if flag != "games" and value < 1:
-                raise ValueError(f"--{flag.replace('_', '-')} {value}: expected at least 1")
-            overrides.append(f"{key}=[{value}]" if flag == "games" else f"{key}={value}")
-    cfg = load_config(args.config or (str(run.config_path) if run else None), overrides)
-    _console(cfg)
-    out = Path(args.out) if args.out else (run.eval if run else None)
-    json_path, md_path = run_evaluation(cfg, policy, args.opponents, out, args.name)
-    print(md_path.read_text(), end="")
-    print(f"written {json_path} and {md_path}")
-    return 0
-
-
 def _report(args: argparse.Namespace) -> int:
     from coplay.report.data import load_run
     from coplay.report.html import write_report
@@ -289,73 +197,6 @@ def _bench(args: argparse.Namespace) -> int:
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="YAML config file (default: built-in defaults)")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. learner.lr=2e-5")
-
-
-def _add_eval_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", nargs="?", default=None,
-                   help="a run folder: its config, its eval/ for the results and, without --policy, its "
-                        "adapters (run:RUN_DIR); write RUN_DIR and the overrides next to each other "
-                        "(before or after the options)")
-    p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
-                   help="print two evaluation files side by side: differences and whether the 95%% CIs "
-                        "overlap; warns when their episodes, seeds or horizon differ (default: evaluate)")
-    p.add_argument("--json", default=None, help="with --compare: also write the rows to this JSON file "
-                   "(default: none)")
-    p.add_argument("--policy", default=None,
-                   help="who is evaluated: base (the model without adapters) | run:RUN_DIR[@STEP] (a run's "
-                        "adapters at a learner step, default the newest) | expert | random | openai "
-                        "(rollout.opponents.endpoint); default run:RUN_DIR")
-    p.add_argument("--opponents", default=None,
-                   help="other seats of Avalon and Diplomacy: expert | random | self | base | openai "
-                        "(default: eval.opponents, expert)")
-    p.add_argument("--step", type=int, default=None,
-                   help="learner step of a run policy, same as run:RUN_DIR@STEP; a step the run does not "
-                        "have is refused (default: the newest)")
-    p.add_argument("--games", default=None, help="comma-separated game keys (default: the config's games)")
-    p.add_argument("--episodes", type=int, default=None,
-                   help="episodes per single-player game (default: eval.episodes, 16)")
-    p.add_argument("--episodes-per-seat", type=int, default=None,
-                   help="Avalon/Diplomacy episodes per seat (default: eval.episodes_per_seat, 10)")
-    p.add_argument("--max-steps", type=int, default=None,
-                   help="cap on decisions per episode (default: eval.max_steps, else rollout.max_steps, else "
-                        "the game's horizon)")
-    p.add_argument("--out", default=None,
-                   help="folder for <name>.json/.md (default: RUN_DIR/eval or <run.out_dir>/eval)")
-    p.add_argument("--name", default=None,
-                   help="file name stem (default: <policy>[-step<K>]_<games>_seeds<start>-n<episodes>; "
-                        "with Avalon or Diplomacy <policy>[-step<K>]_<games>_vs-<opponents>_seeds<start>-"
-                        "n<episodes>x<per seat>; an existing name gets -2, -3, ...)")
-    _add_config_args(p)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}: expected at least 1")
-    return value
-
-
-def _add_play_args(p: argparse.ArgumentParser) -> None:
-    from coplay.config import GAME_KEYS
-
-    p.add_argument("--game", required=True, choices=GAME_KEYS, help="the game to play (required)")
-    p.add_argument("--policy", default="expert",
-                   help="who plays every seat: base (the model without adapters) | run:RUN_DIR[@STEP] (a "
-                        "run's adapters and banks; default step the newest) | expert | random | openai "
-                        "(rollout.opponents.endpoint); default expert")
-    p.add_argument("--episodes", type=_positive_int, default=4, help="episodes to play (default 4)")
-    p.add_argument("--seed", type=int, default=0,
-                   help="seed of the first episode; the others follow (default 0)")
-    p.add_argument("--max-steps", type=_positive_int, default=None,
-                   help="cap on decisions per episode (default: the config's horizon, eval.max_steps else "
-                        "rollout.max_steps: a run policy's own; without either, the game's own end)")
-    p.add_argument("--render", action="store_true",
-                   help="print every observation, the action taken, its reward and the final state, each "
-                        "move as it is played")
-    p.add_argument("--out", default=None,
-                   help="write trajectory shards here (default: bots none; models a new run folder under "
-                        "run.out_dir)")
-    _add_config_args(p)
 
 
 def _add_bench_args(p: argparse.ArgumentParser) -> None:
@@ -393,11 +234,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "loop.iterations=N a finished run is extended (default: a new run folder)")
     p.set_defaults(func=_train)
     p = sub.add_parser("eval", help="evaluate a player on seeds.eval (or --compare two evaluations)")
-    _add_eval_args(p)
-    p.set_defaults(func=_eval)
+    add_eval_args(p)
+    _add_config_args(p)
+    p.set_defaults(func=eval_command)
     p = sub.add_parser("play", help="play a game with a bot or the model and print scores")
-    _add_play_args(p)
-    p.set_defaults(func=_play)
+    add_play_args(p)
+    _add_config_args(p)
+    p.set_defaults(func=play_command)
     p = sub.add_parser("bench", help="run the benchmark suite; results in benchmarks/results/")
     _add_bench_args(p)
     p.set_defaults(func=_bench)

@@ -138,6 +138,25 @@ def markdown_table(results: dict[str, Any], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def protocol_markdown(meta: dict[str, Any]) -> str:
+    """The protocol an evaluation's meta records (`coplay.eval.ruler.protocol_meta`) as one Markdown line,
+    so the `.md` file says what its `.json` says about seeds and horizon ("" for a meta without one)."""
+    spec = meta.get("protocol")
+    if not isinstance(spec, dict):
+        return ""
+    parts = [f"games {', '.join(spec.get('games', []))}"]
+    for key, what in (("seeds", "episodes per game"), ("seeds_per_seat", "episodes per seat")):
+        seeds = spec.get(key) or []
+        if seeds:
+            parts.append(f"seeds {seeds[0]}-{seeds[-1]} ({len(seeds)} {what})")
+    horizon = spec.get("max_steps")
+    parts.append(f"horizon {horizon} steps" if horizon else "horizon: each game's own end")
+    settings = {g: kw for g, kw in (spec.get("env_kwargs") or {}).items() if kw}
+    if settings:
+        parts.append(f"env_kwargs {settings}")
+    return "\nProtocol: " + "; ".join(parts) + ".\n"
+
+
 def write_eval(out_dir: Path, name: str, results: dict[str, Any], meta: dict[str, Any],
                league: dict[str, Any] | None = None) -> tuple[Path, Path]:
     """`<name>.json` and `<name>.md` under `out_dir`; with `league` (`League.table()`) its tables too; a meta
@@ -148,7 +167,7 @@ def write_eval(out_dir: Path, name: str, results: dict[str, Any], meta: dict[str
 
     body = {"meta": meta, "results": results, **({"league": league} if league else {})}
     json_path = write_json_atomic(out_dir / f"{name}.json", body)
-    text = (markdown_table(results, f"Evaluation: {name}") + ruler_markdown(meta)
+    text = (markdown_table(results, f"Evaluation: {name}") + protocol_markdown(meta) + ruler_markdown(meta)
             + (markdown_league(league) if league else ""))
     md_path = write_bytes_atomic(out_dir / f"{name}.md", text.encode())
     return json_path, md_path

@@ -40,6 +40,8 @@ def test_the_runs_own_files_compare_without_warnings(demo_run, capsys):
         meta = json.loads(path.read_text())["meta"]
         assert meta["seeds"] == list(range(1_000_000, 1_000_008)) and meta["max_steps"] == 8, path.name
         assert meta["protocol"]["env_kwargs"] == {"2048": {}} and meta["episodes_single"] == 8, path.name
+        assert ("Protocol: games 2048; seeds 1000000-1000007 (8 episodes per game); horizon 8 steps."
+                in path.with_suffix(".md").read_text()), path.name
     text = _run(["eval", "--compare", str(demo_run.eval / "bots-random.json"), str(evaluation)], capsys)
     assert "warning" not in text and "note" not in text
 

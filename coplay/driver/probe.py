@@ -100,6 +100,15 @@ class RunProbe:
                          "params": probe.params.as_dict()}
         return out
 
+    def protocol(self) -> dict[str, Any]:
+        """What the probe files record of how they were made, as every evaluation file does: per game the
+        positions (their count, start seeds and the probe set's sha256) and one decision each (`max_steps`
+        1)."""
+        return {"kind": "per-decision probe", "games": list(self.probes), "max_steps": 1,
+                "positions": {g: len(p.positions) for g, p in self.probes.items()},
+                "seeds": {g: [pos.seed for pos in p.positions] for g, p in self.probes.items()},
+                "probe_sha256": {g: p.sha256 for g, p in self.probes.items()}}
+
 
 def probe_due(cfg: CoplayConfig, iteration: int) -> bool:
     """After the cold start (iteration 0) and every `probe.every` iterations, when the run has a probe."""
@@ -128,7 +137,8 @@ def run_probe(system: Any, run_probe_set: RunProbe, iteration: int, versions: di
     flag_collapses(scored, iteration)
     write_json_atomic(system.run.eval / f"probe-it{iteration:05d}.json",
                       {"meta": {"iteration": iteration, "versions": versions, "bank_versions": bank_versions,
-                                "temperature": cfg.eval.temperature}, "results": scored})
+                                "temperature": cfg.eval.temperature, "max_steps": 1,
+                                "protocol": run_probe_set.protocol()}, "results": scored})
     summary = probe_summary(scored)
     run_probe_set.last = (dict(versions), dict(bank_versions), iteration, summary)
     return summary

@@ -67,3 +67,12 @@ def test_a_policy_that_chooses_like_the_expert_raises_no_warning(run_probe_set, 
     spread = scored["2048"]["action_spread"]
     assert spread["total_variation"] == 0.0 and not spread["collapsed"] and spread["warning"] is None
     assert "probe:" not in caplog.text
+
+
+def test_a_probe_file_records_its_protocol_as_every_evaluation_file_does(run_probe_set):
+    """`eval/probe-it<k>.json`'s meta: the positions per game with their start seeds and the probe set's
+    sha256, one decision each."""
+    probe = run_probe_set.probes["2048"]
+    assert run_probe_set.protocol() == {
+        "kind": "per-decision probe", "games": ["2048"], "max_steps": 1, "positions": {"2048": 32},
+        "seeds": {"2048": [p.seed for p in probe.positions]}, "probe_sha256": {"2048": probe.sha256}}

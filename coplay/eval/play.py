@@ -22,7 +22,7 @@ from coplay.types import Shard, Step, Trajectory, write_shard
 def render_step(traj: Trajectory, step: Step) -> str:
     """One move as `--render` shows it: the observation the seat saw, then the action taken, its reward and
     the score after it (multi-seat games name the seat)."""
-    seat = "" if traj.seat == "player_0" else f", {traj.seat} ({traj.role})"
+    seat = "" if traj.role == "player" else f", {traj.seat} ({traj.role})"  # role "player": single-player
     note = f"  [parse error: {step.parse_error}]" if step.parse_error else ""
     invalid = "  [invalid]" if step.invalid else ""
     return (f"--- step {step.t}{seat} ---\n{step.observation}\n"

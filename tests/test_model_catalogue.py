@@ -171,3 +171,20 @@ def test_smollm2_answers_a_plain_question_greedily(smollm2_config):
             out = model.generate(**ids, max_new_tokens=16, do_sample=False)
         answer = tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True).strip().lower()
         assert any(word in answer for word in expected), answer
+
+
+@pytest.mark.slow
+def test_a_bfloat16_engine_loads_a_bfloat16_build_with_the_values_of_the_float32_one(smollm2_config):
+    """Issue 41 item 3: vLLM warned once per weight it narrowed from the float32 build into its bfloat16
+    parameters (122 lines per engine start in `make demo`). The engine now serves the build in its own dtype,
+    whose tensors equal the float32 build's rounded to bfloat16, so what it serves did not change."""
+    import torch
+    from safetensors.torch import load_file
+
+    served = Path(resolve_model_path(smollm2_config, serve_dtype="bfloat16"))
+    stored = Path(resolve_model_path(smollm2_config))
+    assert served.name.endswith("-bfloat16") and stored.name.endswith("-float32")
+    low, high = load_file(str(served / "model.safetensors")), load_file(str(stored / "model.safetensors"))
+    assert set(low) == set(high) and {t.dtype for t in low.values()} == {torch.bfloat16}
+    assert [k for k in high if not torch.equal(high[k].to(torch.bfloat16), low[k])] == []
+    assert resolve_model_path(smollm2_config, serve_dtype="float16") == str(stored)  # no such build

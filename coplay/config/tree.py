@@ -63,9 +63,9 @@ class ModelConfig(Section):
         None, description="where catalogue models are built; default $XDG_CACHE_HOME/coplay/models or "
                           "~/.cache/coplay/models")
     cache_dtype: Literal["float32", "bfloat16"] = Field(
-        "float32", description="the dtype a catalogue model is built (stored) in; every loader casts it to "
-                               "the dtype it runs in (model.dtype, learner.bf16), so the learner and the "
-                               "engines share one folder")
+        "float32", description="the dtype a catalogue model is built (stored) in; the loaders cast it to "
+                               "the dtype they run in (model.dtype, learner.bf16); the vLLM engine serves "
+                               "the build in its own dtype (built beside it once; same values)")
     trust_remote_code: bool = False
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "auto"
     cpu_bf16: Literal["auto", "keep"] = Field(

@@ -71,9 +71,10 @@ class VllmEngine(Engine):
             # read by coplay's vLLM plugin in the engine core process, and applied here for an in-process core
             os.environ[cpu_lora.MODE_ENV] = engine_cfg.cpu_lora_ops
             cpu_lora.apply(engine_cfg.cpu_lora_ops, os.environ.get(cpu_lora.MARKER_ENV))
-        self._model_path = resolve_model_path(model_cfg)
-        self._tokenizer = load_tokenizer(model_cfg)
         self._dtype = resolve_dtype(model_cfg, engine_cfg, on_gpu=not self.on_cpu)
+        # weights stored in the dtype the engine runs (vLLM warns for every weight it narrows on load)
+        self._model_path = resolve_model_path(model_cfg, serve_dtype=self._dtype)
+        self._tokenizer = load_tokenizer(model_cfg)
         self._owns_work_dir = work_dir is None
         self._work_dir = Path(work_dir or tempfile.mkdtemp(prefix="coplay-vllm-adapters-"))
         self._work_dir.mkdir(parents=True, exist_ok=True)

@@ -12,9 +12,13 @@ from typing import Any
 from coplay.config import ModelConfig
 
 
-def resolve_model_path(cfg: ModelConfig) -> str:
+def resolve_model_path(cfg: ModelConfig, serve_dtype: str | None = None) -> str:
     """`tiny` -> the built tiny model folder; a catalogue name -> its folder in the model cache (each built
-    on first use); anything else (a hub id, a local folder) is returned as given."""
+    on first use); anything else (a hub id, a local folder) is returned as given. `serve_dtype`: the dtype
+    the caller runs the weights in, for a loader that does not cast quietly (vLLM warns once per weight it
+    narrows, 122 lines for SmolLM2 in bfloat16): a catalogue model is then served from its build in that
+    dtype when the cache builds one (`model_cache.BUILD_DTYPES`), the same values as casting the
+    `model.cache_dtype` build (the cast happens once, at the build, rounding to nearest even)."""
     if cfg.name == "tiny":
         from coplay.models.tiny import build_tiny_model
 
@@ -23,9 +27,10 @@ def resolve_model_path(cfg: ModelConfig) -> str:
 
     entry = catalogue_entry(cfg.name)
     if entry is not None:
-        from coplay.models.model_cache import prepare_entry
+        from coplay.models.model_cache import BUILD_DTYPES, prepare_entry
 
-        return str(prepare_entry(entry, cfg.cache_dtype, cfg.cache_dir))
+        dtype = serve_dtype if serve_dtype in BUILD_DTYPES else cfg.cache_dtype
+        return str(prepare_entry(entry, dtype, cfg.cache_dir))
     return cfg.name
 
 

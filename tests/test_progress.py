@@ -42,6 +42,28 @@ def test_vllm_logs_warnings_only_unless_verbose():
     assert _vllm_level(True) == 20
 
 
+def _child_stderr(verbose: bool) -> str:
+    """What a Python process started after `quiet_third_party(verbose)` prints when it touches torch's
+    deprecated `reduce_op` the way vLLM's kernel dispatcher does in every rollout worker."""
+    code = ("import os, subprocess, sys; from coplay.driver.progress import quiet_third_party; "
+            f"quiet_third_party({verbose}); "
+            "sys.exit(subprocess.run([sys.executable, '-c', 'import torch.distributed as d; "
+            "hasattr(d.reduce_op, \"__dict__\")']).returncode)")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONWARNINGS"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stderr
+
+
+def test_other_libraries_deprecation_warnings_are_held_back_in_the_processes_a_run_starts():
+    """Issue 41 item 3: `make demo` printed torch FutureWarnings that vLLM's and DeepSpeed's own calls raise
+    in the actors; they are filtered by message in every process started after the console is set up, and
+    shown again with `logging.verbose`."""
+    assert "FutureWarning" not in _child_stderr(False)
+    assert "`torch.distributed.reduce_op` is deprecated" in _child_stderr(True)
+
+
 def test_a_long_phase_in_a_log_reports_its_count_while_it_runs(monkeypatch, capsys):
     """Without a terminal (`ray job logs`, a file) a sized phase prints a count line while it advances,
     not only its start and end lines: the cold-start SFT of a real model runs for minutes."""

@@ -18,11 +18,11 @@ corrupt-artifact protocol on a real cluster. Nothing in a run calls it.
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import ray
 
+from coplay.actors.connect import actor_restarted
 from coplay.artifacts import ADAPTER_WEIGHTS, AdapterBundle, ArtifactLedger
 from coplay.artifacts.ledger import DEFAULT_WINDOW
 from coplay.files import write_json_atomic
@@ -44,9 +44,7 @@ class ArtifactStore:
 
     def __init__(self, run_root: str | None, window: int = DEFAULT_WINDOW) -> None:
         run = RunDir.open(Path(run_root)) if run_root else None
-        with warnings.catch_warnings():  # Ray's property reads its own deprecated `actor_id` inside
-            warnings.simplefilter("ignore", DeprecationWarning)
-            self.restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
+        self.restarted = actor_restarted()
         self.serving_adapters: list[tuple[str, int]] = []
         self.serving_banks: dict[str, int] = {}
         self.corrupt_next: dict[tuple[str, str, int], int] = {}  # test hook: deliveries left to corrupt

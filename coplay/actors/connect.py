@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import warnings
 from typing import Any
 
 import ray
@@ -77,3 +78,20 @@ def actor_options(cluster: ClusterConfig) -> dict[str, Any]:
     if cluster.omp_wait_policy is None or "OMP_WAIT_POLICY" in os.environ:
         return {}
     return {"runtime_env": {"env_vars": {"OMP_WAIT_POLICY": cluster.omp_wait_policy}}}
+
+
+def named_actor(actor: Any) -> Any:
+    """An actor handle, given the handle or the actor's name (in this job's namespace). A run's restartable
+    actors take one another by name: Ray keeps an actor handle passed to a constructor as an object-store
+    argument, which may be gone when the actor restarts (Ray issue 53727), and logs an error line saying so
+    for every actor with `max_restarts > 0`."""
+    return ray.get_actor(actor) if isinstance(actor, str) else actor
+
+
+def actor_restarted() -> bool:
+    """Whether the calling actor is a restart (Ray's `was_current_actor_reconstructed`). Ray 2.60's property
+    reads the runtime context's own deprecated `actor_id` and so prints a RayDeprecationWarning into every
+    actor's log: coplay calls no deprecated API here, so that one warning is silenced, only around it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return bool(ray.get_runtime_context().was_current_actor_reconstructed)

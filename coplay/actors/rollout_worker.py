@@ -17,6 +17,7 @@ from typing import Any
 
 import ray
 
+from coplay.actors.connect import actor_restarted, named_actor
 from coplay.agent.bank_view import BankSkills
 from coplay.artifacts import ArtifactError, Refusal, SyncReport
 from coplay.artifacts.serving import adapters_to_load, adapters_to_retire, check_bank_delivery
@@ -33,6 +34,7 @@ class RolloutWorkerImpl:
     """The worker's logic; `RolloutWorker` is this class as a Ray actor."""
 
     def __init__(self, worker_id: int, cfg: dict[str, Any], store: Any) -> None:
+        """`store`: the ArtifactStore's handle or name (a run passes its name, `named_actor`)."""
         started = time.perf_counter()
         import coplay_envs
         from coplay.engines.factory import make_engine
@@ -40,7 +42,7 @@ class RolloutWorkerImpl:
         self.worker_id = worker_id
         self.name = f"worker-{worker_id}"
         self.cfg = CoplayConfig.model_validate(cfg)
-        self.store = store
+        self.store = named_actor(store)
         self.engine = make_engine(self.cfg.model, self.cfg.engine, seed=self.cfg.seeds.run + worker_id)
         self.rules = coplay_envs.rules
         self.banks: dict[str, Bank] = {}
@@ -48,7 +50,7 @@ class RolloutWorkerImpl:
         self.live: dict[str, tuple[int, int]] = {}  # running chunk (first episode id) -> (episodes, steps)
         # single-player envs in child processes, kept across rollout calls (`rollout.env_processes`)
         self.env_hosts = EnvHosts(self.cfg.rollout.env_processes) if self.cfg.rollout.env_processes else None
-        self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        self.restarted = actor_restarted()
         adapters, banks = ray.get(self.store.serving.remote())
         self.startup_sync = self.sync(adapters, banks) if adapters or banks else SyncReport()
         self.startup_s = time.perf_counter() - started  # the engine's start, mostly (the phase timeline)

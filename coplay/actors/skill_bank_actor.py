@@ -20,6 +20,7 @@ from typing import Any
 
 import ray
 
+from coplay.actors.connect import named_actor
 from coplay.config import CoplayConfig
 from coplay.skills.caller import FunctionCaller
 from coplay.skills.schema import Bank, bank_key_for
@@ -35,10 +36,13 @@ class QueueFull(RuntimeError):
 class SkillBankImpl:
     """The actor's logic; `SkillBankActor` is this class as a Ray actor."""
 
-    def __init__(self, cfg: dict[str, Any], store: Any, workers: list[Any]) -> None:
+    def __init__(self, cfg: dict[str, Any], store: Any, workers: list[str]) -> None:
+        """`store`: the ArtifactStore's handle or name; `workers`: the rollout workers' names, looked up
+        when first called (`coplay.actors.connect.named_actor` says why a run passes names)."""
         self.cfg = CoplayConfig.model_validate(cfg)
-        self.store = store
-        self.workers = workers
+        self.store = named_actor(store)
+        self.worker_names = list(workers)
+        self._workers: list[Any] | None = None
         self.banks: dict[str, Bank] = {}
         self.queue: deque[tuple[int, bytes]] = deque()
         self.reports: list[dict[str, Any]] = []
@@ -68,6 +72,13 @@ class SkillBankImpl:
             return self.banks.get(key) or Bank(bank_key=key)
         data, _ = ray.get(self.store.get_bank.remote(key, version))
         return Bank.from_bytes(data, source=f"{key} v{version}")
+
+    @property
+    def workers(self) -> list[Any]:
+        """The rollout workers' handles (by name, in this job's namespace), looked up once."""
+        if self._workers is None:
+            self._workers = [named_actor(name) for name in self.worker_names]
+        return self._workers
 
     def _caller(self, engine_names: dict[str, str | None], iteration: int) -> FunctionCaller:
         worker_count = len(self.workers)
@@ -107,7 +118,7 @@ class SkillBankImpl:
                     skipped += 1
                     continue
                 by_key.setdefault(bank_key_for(traj.game, traj.seat, traj.role), []).append(traj)
-        use_model = self.cfg.skill_bank.use_model and bool(self.workers)
+        use_model = self.cfg.skill_bank.use_model and bool(self.worker_names)
         caller = self._caller(engine_names, iteration) if use_model else None
         new_banks: dict[str, Bank] = {}
         samples: list[Sample] = []

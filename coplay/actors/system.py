@@ -5,8 +5,9 @@ Fault tolerance lives here too (docs/architecture.md): RolloutWorkers and the Sk
 (`cluster.max_restarts`); a rollout chunk whose worker died is re-run (on the next worker, which may be the
 restarted one, re-synced first) and every planned episode enters the iteration exactly once (checked by
 episode id and seat); a bank update that died (its actor, or a worker it called) is rerun from its shards on
-the same base versions. Actors are named `<run folder>.worker-<i>` and `<run folder>.bank` in the driver's
-namespace (operators and kill tests find them with `ray.get_actor`).
+the same base versions. Actors are named `<run folder>.worker-<i>`, `<run folder>.bank` and
+`<run folder>.store` in the driver's namespace (operators and kill tests find them with `ray.get_actor`, and
+the actors find one another so).
 
 Keeping these here lets `coplay/loop.py` read top to bottom on one screen.
 """
@@ -103,24 +104,29 @@ class System:
 
     def __init__(self, cfg: CoplayConfig, run: RunDir) -> None:
         self.cfg, self.run = cfg, run
-        # the config travels as a plain dict held in the object store by this driver for the run's whole
-        # life, so restarting actors can always read their constructor arguments (Ray issue 53727)
-        self.actor_config = ray.put(cfg.model_dump(mode="json"))
+        # the config travels by value, a plain dict of a few KB that Ray inlines in the actor's creation
+        # task: a restarting actor reads it from there. Put in the object store it could be lost on a
+        # restart (Ray issue 53727), which Ray says in an error line for every actor with max_restarts > 0
+        self.actor_config = cfg.model_dump(mode="json")
         restarts = cfg.cluster.max_restarts
-        self.store = ArtifactStore.remote(str(run.root), cfg.cluster.store_window)
+        # the actors take one another by name (`coplay.actors.connect.named_actor`): the store is up first
+        store = f"{run.root.name}.store"
+        self.store = ArtifactStore.options(name=store).remote(str(run.root), cfg.cluster.store_window)
+        ray.get(self.store.ping.remote())
         gpu = actor_gpus(cfg.cluster.rollout_worker_gpus)
-        self.workers = [RolloutWorker.options(name=f"{run.root.name}.worker-{i}", num_cpus=1, num_gpus=gpu,
+        names = [f"{run.root.name}.worker-{i}" for i in range(cfg.rollout.workers)]
+        self.workers = [RolloutWorker.options(name=names[i], num_cpus=1, num_gpus=gpu,
                                               resources=dict(cfg.cluster.rollout_worker_resources),
                                               max_restarts=restarts, max_concurrency=8, max_task_retries=0,
                                               **actor_options(cfg.cluster))
-                        .remote(i, self.actor_config, self.store)
+                        .remote(i, self.actor_config, store)
                         for i in range(cfg.rollout.workers)]
         self.learner = LearnerGroup(
             cfg, name=run.root.name,
             resume_hint=f"Resume exactly from its newest checkpoint with: coplay train --resume {run.root}")
         self.bank = SkillBankActor.options(
             name=f"{run.root.name}.bank", num_cpus=0, max_restarts=restarts, max_task_retries=0
-        ).remote(self.actor_config, self.store, self.workers)
+        ).remote(self.actor_config, store, names)
         self.bank_payloads: dict[tuple[str, int], bytes] = {}
         self.serving: tuple[list[tuple[str, int]], dict[str, int]] = ([], {})
         self.held: dict[int, list[str]] = {}  # worker index -> adapters it held after its last sync

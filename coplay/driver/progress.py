@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,6 +30,14 @@ from rich.progress import (
 
 QUIET_LOGGERS = ("vllm", "ray", "peft", "deepspeed", "transformers", "torch", "urllib3", "filelock",
                  "httpx")
+# FutureWarnings raised by other libraries' own calls into torch, in the processes a run starts; not coplay's
+# calls, so filtered by their message unless `logging.verbose`: vLLM's kernel dispatcher scans every module's
+# attributes and so touches the deprecated `torch.distributed.reduce_op` (vllm/triton_utils/dispatcher.py,
+# in each rollout worker and engine core); DeepSpeed's ZeRO collectives call the deprecated
+# `all_gather_into_tensor` and `reduce_scatter_tensor` (deepspeed/comm/torch.py, in each learner rank).
+THIRD_PARTY_FUTURE_WARNINGS = ("`torch.distributed.reduce_op` is deprecated",
+                               "`torch.distributed.all_gather_into_tensor` is deprecated",
+                               "`torch.distributed.reduce_scatter_tensor` is deprecated")
 
 _enabled = True
 
@@ -39,8 +49,10 @@ def set_enabled(enabled: bool) -> None:
 
 
 def quiet_third_party(verbose: bool) -> None:
-    """vLLM, Ray, peft, DeepSpeed (and their helpers) log at WARNING and above unless `verbose`; set in this
-    process and, through the variables those libraries read, in the processes it starts (Ray actors)."""
+    """vLLM, Ray, peft, DeepSpeed (and their helpers) log at WARNING and above, and the FutureWarnings their
+    own calls raise (`THIRD_PARTY_FUTURE_WARNINGS`) are filtered, unless `verbose`; set in this process and,
+    through the variables those libraries and Python read, in the processes it starts (Ray actors, vLLM's
+    engine core)."""
     level = logging.INFO if verbose else logging.WARNING
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(level)
@@ -49,6 +61,13 @@ def quiet_third_party(verbose: bool) -> None:
         os.environ.setdefault("DS_LOG_LEVEL", "warning")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "warning")
         os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+        # here, and through PYTHONWARNINGS (a message prefix per entry) in every Python process started later
+        filters = [entry for entry in os.environ.get("PYTHONWARNINGS", "").split(",") if entry]
+        for message in THIRD_PARTY_FUTURE_WARNINGS:
+            warnings.filterwarnings("ignore", message=re.escape(message), category=FutureWarning)
+            if f"ignore:{message}:FutureWarning" not in filters:
+                filters.append(f"ignore:{message}:FutureWarning")
+        os.environ["PYTHONWARNINGS"] = ",".join(filters)
 
 
 LOG_EVERY_S = 30.0  # without a terminal (a log, `ray job logs`), a line at most this often while it advances

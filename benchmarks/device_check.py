@@ -15,8 +15,9 @@ What it runs, in order, each part timed:
    mixed batch of base and adapter requests, sampled at temperature 1.
 3. The learner's log-probs of the engine's sampled tokens against the engine's (the ratio's denominator at
    learner step 0; bf16 on both sides, so a looser bound than the 1e-3 float32 parity on CPU).
-4. Two GRPO steps on those samples (groups of 4 per prompt, rewards from the answers' lengths): the first
-   epoch's ratio must be 1 within the parity bound, and the adapter's weights must move.
+4. Two GRPO steps on those samples (groups of 4 per prompt, advantages from the answers' lengths): the
+   samples are on-policy (the adapter version the learner holds), so the first epoch's ratio is 1 (the
+   learner's own log-probs are the denominator), and the adapter's weights must move.
 `ok` is true when every check holds; the process exits 1 otherwise.
 """
 
@@ -36,7 +37,10 @@ from typing import Any
 # docs/gpu-clusters.md has the commands)
 CARRY = ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", "msgpack", "psutil", "yaml")
 LIMIT_S = 480.0
-LOGPROB_BOUND = {"bfloat16": 0.1, "float32": 1e-3}  # |learner - engine| log-prob, per dtype
+# |learner - engine| log-prob of a sampled token, per dtype: (largest, mean). float32: DESIGN's 1e-3 parity;
+# bfloat16 (8 significant bits, and the engine serves the adapter cast to bf16 while the learner keeps it in
+# float32): the tiny model on this CPU gave max 0.09, so first bounds until a GPU run measures its own
+LOGPROB_BOUND = {"bfloat16": (0.25, 0.03), "float32": (1e-3, 1e-4)}
 SFT_EXAMPLES = 16
 GROUP = 4
 
@@ -96,8 +100,9 @@ def check(checks: dict[str, dict[str, Any]], name: str, ok: bool, **facts: Any) 
     checks[name] = {"ok": bool(ok), **facts}
 
 
-def run(device: str, work: str) -> dict[str, Any]:
-    """The four parts on `device`; the report (see the module docstring)."""
+def run(device: str, work: str, dtype: str = "auto") -> dict[str, Any]:
+    """The four parts on `device` in `dtype` (auto: bfloat16 on CUDA, float32 on the CPU); the report (see
+    the module docstring)."""
     import torch
 
     from coplay.config import EngineConfig, LearnerConfig, LoraSpec, ModelConfig, TinyModelConfig
@@ -111,14 +116,16 @@ def run(device: str, work: str) -> dict[str, Any]:
 
     timer, checks = Timer(), {}
     on_gpu = device.startswith("cuda")
-    dtype = "bfloat16" if on_gpu else "float32"
+    if dtype == "auto":
+        dtype = "bfloat16" if on_gpu else "float32"
     tiny = TinyModelConfig(cache_dir=os.path.join(work, "tiny"))
-    model_cfg = ModelConfig(name="tiny", dtype=dtype, tiny=tiny)
+    # cpu_bf16 keep: bfloat16 asked for on the CPU stays bfloat16 (the GPU's arithmetic, on the CPU)
+    model_cfg = ModelConfig(name="tiny", dtype=dtype, tiny=tiny, cpu_bf16="keep")
     with timer.part("build_tiny_model"):
         build_tiny_model(model_cfg.tiny)
     spec = {"act": LoraSpec(r=8, alpha=16, dropout=0.0)}
     learner_cfg = LearnerConfig(backend="torch", lr=5e-3, micro_batch_size=8, epochs=1, kl_beta=0.0,
-                                grad_clip=1.0, bf16=on_gpu)
+                                grad_clip=1.0, bf16=dtype == "bfloat16")
     with timer.part("learner_start"):
         learner = Learner(model_cfg, spec, learner_cfg, adapter_names=("act",))
     examples = [([{"role": "user", "content": f"Board {i}: {'2 4 . 8' if i % 2 else '. 2 2 .'}. Your move?"}],
@@ -162,10 +169,13 @@ def run(device: str, work: str) -> dict[str, Any]:
     with timer.part("learner_logprobs"):
         learner_lp = completion_logprobs(learner.policy, "act", [r.prompt_ids for r, _ in mine],
                                          [o.token_ids for _, o in mine], 1.0)
-    gap = max(abs(a - b) for (_, o), lp in zip(mine, learner_lp, strict=True)
-              for a, b in zip(o.logprobs, lp, strict=True))
-    check(checks, "learner_matches_engine_logprobs", gap <= LOGPROB_BOUND[dtype], max_abs_gap=round(gap, 5),
-          bound=LOGPROB_BOUND[dtype], dtype=dtype)
+    gaps = [abs(a - b) for (_, o), lp in zip(mine, learner_lp, strict=True)
+            for a, b in zip(o.logprobs, lp, strict=True)]
+    largest, mean = max(gaps), sum(gaps) / len(gaps)
+    bound_max, bound_mean = LOGPROB_BOUND[dtype]
+    check(checks, "learner_matches_engine_logprobs", largest <= bound_max and mean <= bound_mean,
+          max_abs_gap=round(largest, 5), mean_abs_gap=round(mean, 6), tokens=len(gaps),
+          bounds={"max": bound_max, "mean": bound_mean}, dtype=dtype)
 
     samples, advantages = [], {}
     for k, (request, out) in enumerate(mine):
@@ -180,7 +190,7 @@ def run(device: str, work: str) -> dict[str, Any]:
         for _ in range(2):
             grpo.append(learner.train_step(samples, advantages).adapters["act"])
     moved = max(float((learner.adapter_weights("act")[n] - t).abs().max()) for n, t in before.items())
-    check(checks, "grpo_first_ratio_is_one", abs(grpo[0]["ratio_mean"] - 1.0) <= LOGPROB_BOUND[dtype],
+    check(checks, "grpo_first_ratio_is_one", abs(grpo[0]["ratio_mean"] - 1.0) <= 1e-6,
           ratio_mean=round(grpo[0]["ratio_mean"], 5), clip_fraction=grpo[0]["clip_fraction"])
     check(checks, "grpo_moves_the_adapter", moved > 0 and all(math.isfinite(g["loss"]) for g in grpo),
           max_abs_change=moved, losses=[round(g["loss"], 5) for g in grpo], samples=len(samples))
@@ -192,6 +202,8 @@ def run(device: str, work: str) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    parser.add_argument("--dtype", choices=("auto", "bfloat16", "float32"), default="auto",
+                        help="auto: bfloat16 on CUDA, float32 on the CPU")
     parser.add_argument("--out", default=None, help="also write the JSON here")
     args = parser.parse_args()
     if args.device == "cpu":
@@ -213,7 +225,7 @@ def main() -> None:
         else:
             report["environment"] = environment(device)
             with tempfile.TemporaryDirectory() as work:
-                report.update(run(device, work))
+                report.update(run(device, work, args.dtype))
             code = 0 if report["ok"] else 1
     report["total_s"] = round(time.perf_counter() - started, 1)
     report["within_limit"] = report["total_s"] <= LIMIT_S

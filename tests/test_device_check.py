@@ -1,7 +1,7 @@
 """The device check (`benchmarks/device_check.py`, issue 38 part 6) on this machine: on the CPU it runs SFT,
 the `hf` engine with the exported adapter, the log-prob parity and two GRPO steps, all checks holding, within
-the 8-minute limit; asked for CUDA where there is none, it stops with exit 2 and the reason. Its GPU figures
-come only from a GPU machine."""
+the 8-minute limit, in float32 and in bfloat16; asked for CUDA where there is none, it stops with exit 2 and
+the reason. Its GPU figures come only from a GPU machine."""
 
 from __future__ import annotations
 
@@ -33,12 +33,15 @@ def test_asked_for_cuda_without_it_the_check_stops_with_the_reason():
 
 
 @pytest.mark.slow
-def test_the_device_check_passes_on_the_cpu(tmp_path):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_device_check_passes_on_the_cpu(tmp_path, dtype):
+    """float32: log-probs within 1e-3 (equal here); bfloat16, the GPU's arithmetic on this CPU: within the
+    looser bf16 bounds (max 0.09, mean 0.008 measured here)."""
     out = tmp_path / "device-check.json"
-    code, report = _run("--device", "cpu", "--out", str(out))
+    code, report = _run("--device", "cpu", "--dtype", dtype, "--out", str(out))
     assert code == 0, json.dumps(report, indent=1)
     assert report["ok"] and set(report["checks"]) == CHECKS
     assert all(check["ok"] for check in report["checks"].values())
     assert report["environment"]["device"] == "cpu" and report["within_limit"]
-    assert report["checks"]["learner_matches_engine_logprobs"]["dtype"] == "float32"
+    assert report["checks"]["learner_matches_engine_logprobs"]["dtype"] == dtype
     assert json.loads(out.read_text()) == report

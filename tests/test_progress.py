@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -80,3 +82,99 @@ def test_a_long_phase_in_a_log_reports_its_count_while_it_runs(monkeypatch, caps
     assert err[1].startswith("cold start: SFT of 9 examples: 2/3 batches, ")
     assert err[2].startswith("cold start: SFT of 9 examples: 3/3 batches, ")
     assert err[3].startswith("cold start: SFT of 9 examples: done in ")
+
+
+class Ticks:
+    """A clock that moves only when told: the console's seconds become exact numbers."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def fake_console(monkeypatch):
+    """Progress on, in log mode (stderr captured), on a fake clock, with `tick` called by the test alone."""
+    from coplay.driver import progress
+
+    ticks = Ticks()
+    monkeypatch.setattr(progress, "clock", ticks)
+    monkeypatch.setattr(progress, "background", False)
+    progress.set_enabled(True)
+    yield progress, ticks
+    progress.close_all()
+
+
+def _run_for(progress, ticks, seconds: int) -> None:
+    for _ in range(seconds):  # what the background thread does, once a second
+        ticks.t += 1.0
+        progress.tick()
+
+
+def test_overlapping_phases_each_report_their_own_time_and_a_long_wait_is_never_silent(fake_console, capsys):
+    """Issue 41 item 2: the rollouts of iteration 2 and the bank update over iteration 1 run while the GRPO
+    step runs; each says when it starts, each ends with its own time (the workers' 60 s, the bank actor's
+    81.7 s), not the 0.0 s the driver waited once it got to them, and the console names them at least every
+    `HEARTBEAT_S` while the driver is busy elsewhere."""
+    progress, ticks = fake_console
+    rollouts_done: list[tuple[float, str]] = []
+    rollouts = progress.begin("iteration 2: rollouts", 4, "episode seats",
+                              poll=lambda: rollouts_done[0] if rollouts_done else None)
+    bank = progress.begin("bank update over iteration 1")
+    with progress.phase("GRPO step 1 on the samples of iteration 1") as step:
+        _run_for(progress, ticks, 48)
+        step.note = "12 samples"
+    _run_for(progress, ticks, 12)
+    rollouts_done.append((60.0, "320 steps"))  # the workers finish at 60 s by their own clocks
+    _run_for(progress, ticks, 1)
+    _run_for(progress, ticks, 32)
+    assert rollouts.end(0.0) == 60.0  # collected later: the first report stands
+    bank.end(81.7, "collected 93.0 s after its start")
+    err = capsys.readouterr().err.splitlines()
+    assert err[:3] == ["iteration 2: rollouts (4 episode seats) ...", "bank update over iteration 1 ...",
+                       "GRPO step 1 on the samples of iteration 1 ..."]
+    assert "GRPO step 1 on the samples of iteration 1: done in 48.0 s, 12 samples" in err
+    assert "iteration 2: rollouts: done in 60.0 s, 320 steps" in err
+    assert err[-1] == "bank update over iteration 1: done in 81.7 s, collected 93.0 s after its start"
+    beats = [line for line in err if line.startswith("still running: ")]
+    assert beats[0] == ("still running: iteration 2: rollouts 15 s, 0/4 episode seats; bank update over "
+                        "iteration 1 15 s; GRPO step 1 on the samples of iteration 1 15 s")
+    # at 15, 30 and 45 s; then 15 and 30 s after the rollouts' end line at 61 s, no longer naming them
+    assert len(beats) == 5 and not any("rollouts" in line for line in beats[3:])
+
+
+def test_a_phase_longer_than_the_heartbeat_never_leaves_the_log_silent(fake_console, capsys):
+    progress, ticks = fake_console
+    printed: list[float] = []
+    with progress.phase("checkpoint after iteration 3"):
+        for _ in range(92):
+            ticks.t += 1.0
+            if progress.tick() is not None:
+                printed.append(ticks.t)
+    gaps = [b - a for a, b in zip([1000.0, *printed], [*printed, ticks.t], strict=True)]
+    assert max(gaps) <= progress.HEARTBEAT_S
+    assert capsys.readouterr().err.splitlines()[-1] == "checkpoint after iteration 3: done in 92.0 s"
+
+
+def test_a_quiet_phase_shows_only_once_it_lasts(fake_console, capsys):
+    """A sync is usually a second: it prints nothing then; one that hangs is named and ends with a line."""
+    progress, ticks = fake_console
+    with progress.phase("sync: 5 adapter versions and 1 banks to the workers", quiet=True):
+        _run_for(progress, ticks, 2)
+    assert capsys.readouterr().err == ""
+    with progress.phase("sync: 5 adapter versions and 1 banks to the workers", quiet=True):
+        _run_for(progress, ticks, 20)
+    assert capsys.readouterr().err.splitlines() == [
+        "still running: sync: 5 adapter versions and 1 banks to the workers 15 s",
+        "sync: 5 adapter versions and 1 banks to the workers: done in 20.0 s"]
+
+
+def test_a_failed_phase_ends_without_a_done_line_and_stops_being_named(fake_console, capsys):
+    progress, ticks = fake_console
+    with pytest.raises(RuntimeError), progress.phase("iteration 1: evaluation"):
+        ticks.t += 3.0
+        raise RuntimeError("worker died")
+    _run_for(progress, ticks, 30)
+    assert capsys.readouterr().err.splitlines() == ["iteration 1: evaluation ..."]

@@ -17,6 +17,7 @@ from typing import Any
 import ray
 
 from coplay.config import ClusterConfig
+from coplay.driver.progress import phase
 from coplay.security import ray_init_kwargs
 
 
@@ -62,7 +63,8 @@ def start_ray(cluster: ClusterConfig, verbose: bool = False) -> None:
                                       f"answer within {cluster.connect_timeout_s:g} s ({problem}); {hint}")
         kwargs["address"] = target
     try:
-        ray.init(**kwargs, logging_level="INFO" if verbose else "WARNING")
+        with phase("start-up: Ray" + (f" at {kwargs['address']}" if "address" in kwargs else "")):
+            ray.init(**kwargs, logging_level="INFO" if verbose else "WARNING")
     except ConnectionError as exc:
         raise ClusterConnectError(f"cluster.address={address}: {str(exc).splitlines()[0]}") from None
 

@@ -15,7 +15,6 @@ Keeping these here lets `coplay/loop.py` read top to bottom on one screen.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import ray
@@ -23,13 +22,22 @@ from ray.exceptions import RayActorError, RayTaskError
 
 from coplay.actors.artifact_store import ArtifactStore
 from coplay.actors.connect import actor_options
+from coplay.actors.inflight import (
+    BankJob,
+    Rollouts,
+    actor_died,
+    check_exactly_once,
+    rollouts_time,
+    wait_alive,
+    when_ready,
+)
 from coplay.actors.learner_group import LearnerGroup, actor_gpus
 from coplay.actors.rollout_worker import RolloutWorker
 from coplay.actors.skill_bank_actor import SkillBankActor
 from coplay.artifacts import ArtifactError, RepublishPolicy
 from coplay.config import BANK_ADAPTERS, CoplayConfig
 from coplay.driver.curriculum import induction_candidates
-from coplay.driver.progress import Phase, phase
+from coplay.driver.progress import Phase, begin, close_all, phase
 from coplay.driver.records import CollectStats, IterationData
 from coplay.driver.schedule import BankSchedule, VersionLedger
 from coplay.driver.spread import spread_plans
@@ -42,61 +50,9 @@ from coplay.types import BankUpdate, RolloutResult, Sample, TrainStep, Trajector
 PROGRESS_POLL_S = 2.0  # while rollouts run, the driver asks the workers how far they are this often
 
 
-class EpisodeAccountingError(RuntimeError):
-    """Rollouts came back with a planned episode missing or an episode twice."""
-
-
-def actor_died(exc: BaseException) -> bool:
-    """A dead (restarting or gone) actor, directly or as the cause of a failed task."""
-    if isinstance(exc, RayActorError):
-        return True
-    return isinstance(exc, RayTaskError) and isinstance(getattr(exc, "cause", None), RayActorError)
-
-
-def wait_alive(actors: list[Any], timeout_s: float = 900.0) -> None:
-    """Block until every actor answers `ping` (a restarting actor refuses calls until its constructor is
-    done); a permanently dead actor raises `ActorDiedError`."""
-    from ray.exceptions import ActorUnavailableError
-
-    deadline = time.monotonic() + timeout_s
-    for actor in actors:
-        while True:
-            try:
-                ray.get(actor.ping.remote(), timeout=max(1.0, deadline - time.monotonic()))
-                break
-            except ActorUnavailableError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(1.0)
-
-
 def _artifact_error(exc: RayTaskError) -> ArtifactError | None:
     cause = getattr(exc, "cause", None)
     return ArtifactError(str(cause)) if isinstance(cause, ArtifactError) else None
-
-
-@dataclass
-class Rollouts:
-    """Rollouts in flight: one chunk of plans per worker slot, its worker index and its future."""
-
-    iteration: int
-    chunks: list[list[EpisodePlan]]
-    workers: list[int]
-    refs: list[Any]
-    started: float = field(default_factory=time.perf_counter)
-
-
-@dataclass
-class BankJob:
-    """A bank update in flight, with what it needs to be rerun."""
-
-    iteration: int
-    shards: list[bytes]
-    names: dict[str, str | None]
-    base: dict[str, int]
-    candidates: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    ref: Any = None
-    attempts: int = 0
 
 
 class System:
@@ -121,9 +77,13 @@ class System:
                                               **actor_options(cfg.cluster))
                         .remote(i, self.actor_config, store)
                         for i in range(cfg.rollout.workers)]
-        self.learner = LearnerGroup(
-            cfg, name=run.root.name,
-            resume_hint=f"Resume exactly from its newest checkpoint with: coplay train --resume {run.root}")
+        # the engines build in the background (behind the learner's start and the cold start); the phase
+        # ends when they are up, with the slowest worker's own start time
+        self.engines_bar = begin(f"start-up: rollout engines ({len(self.workers)} workers)", poll=when_ready(
+            [w.startup_seconds.remote() for w in self.workers], lambda s: (max(s, default=0.0), "")))
+        with phase(f"start-up: learner ({cfg.learner.ranks} ranks, {cfg.learner.backend})"):
+            resume = f"Resume exactly from its newest checkpoint with: coplay train --resume {run.root}"
+            self.learner = LearnerGroup(cfg, name=run.root.name, resume_hint=resume)
         self.bank = SkillBankActor.options(
             name=f"{run.root.name}.bank", num_cpus=0, max_restarts=restarts, max_task_retries=0
         ).remote(self.actor_config, store, names)
@@ -144,12 +104,15 @@ class System:
         system.learner = system.bank = None
         system.bank_payloads, system.serving, system.faults = {}, ([], {}), {}
         system.held, system.frozen = {}, []
+        system.engines_bar = Phase(shown=False, closed=True)
         system.probe_prompts = []
         system.republish = RepublishPolicy(cfg.cluster.artifact_max_failures)
         return system
 
     def shutdown(self) -> None:
-        """Kill every actor of this run (no restarts) and free the learner's placement group."""
+        """Kill every actor of this run (no restarts) and free the learner's placement group; phases still
+        open on the console (the run stopped) close without an end line."""
+        close_all()
         for actor in [*self.workers, self.bank, self.store]:
             if actor is not None:
                 ray.kill(actor, no_restart=True)
@@ -160,7 +123,9 @@ class System:
         """Wait until every rollout worker has built its engine (they start with the actors, behind the cold
         start) and return the seconds each worker's start took (the phase timeline's start-up)."""
         wait_alive(self.workers)
-        return [float(s) for s in ray.get([w.startup_seconds.remote() for w in self.workers])]
+        seconds = [float(s) for s in ray.get([w.startup_seconds.remote() for w in self.workers])]
+        self.engines_bar.end(max(seconds, default=0.0))
+        return seconds
 
     def take_faults(self) -> dict[str, Any]:
         """What failed and was recovered since the last call (logged per iteration)."""
@@ -202,8 +167,9 @@ class System:
                              f"{self.cfg.engine.max_loras}: {wanted}")
         self.serving, self.frozen = (wanted, dict(banks)), list(frozen_act)
         ray.get(self.store.set_serving.remote(wanted, dict(banks)))
-        for i in range(len(self.workers)):
-            self.sync_worker(i)
+        with phase(f"sync: {len(wanted)} adapter versions and {len(banks)} banks to the workers", quiet=True):
+            for i in range(len(self.workers)):
+                self.sync_worker(i)
 
     def sync_worker(self, index: int) -> None:
         """One worker serves the serving set. A refused artifact follows `coplay.artifacts.republish`:
@@ -260,30 +226,41 @@ class System:
         return out
 
     # ------------------------------------------------------------------ rollouts and bank
-    def launch(self, iteration: int, plans: list[EpisodePlan]) -> Rollouts:
+    def launch(self, iteration: int, plans: list[EpisodePlan], what: str = "rollouts") -> Rollouts:
         """Spread the plans over the workers (`coplay.driver.spread`: whole GRPO groups round robin, or
-        groups split when there are fewer groups than workers, so no worker idles)."""
+        groups split when there are fewer groups than workers, so no worker idles); their console phase
+        `iteration <k>: <what>` starts now and ends when the workers are done, with their own time."""
         n = len(self.workers)
         chunks = spread_plans(plans, n)
         slots = [i for i in range(n) if chunks[i]]
         chunks = [chunks[i] for i in slots]
         refs = [self.workers[w].rollout.remote(chunk, iteration)
                 for w, chunk in zip(slots, chunks, strict=True)]
-        return Rollouts(iteration, chunks, slots, refs)
+        rollouts = Rollouts(iteration, chunks, slots, refs)
+        rollouts.bar = begin(f"iteration {iteration}: {what}", len(plans), "episode seats", rollouts.started,
+                             when_ready(refs, rollouts_time))
+        return rollouts
 
-    def gather(self, rollouts: Rollouts, what: str = "rollouts") -> list[RolloutResult]:
+    def gather(self, rollouts: Rollouts) -> list[RolloutResult]:
         """One result per chunk. A chunk whose worker died is re-run on the next worker (the restarted one
         when there is one worker), after syncing it; at most `cluster.max_restarts` reruns per chunk. Every
-        planned (episode, seat) then appears exactly once, or `EpisodeAccountingError`."""
+        planned (episode, seat) then appears exactly once, or `EpisodeAccountingError`. Ends the rollouts'
+        phase (if it has not ended) with the workers' own time, and when they were collected."""
         results: list[RolloutResult | None] = [None] * len(rollouts.chunks)
         reruns = [0] * len(rollouts.chunks)
         refs = list(rollouts.refs)
         pending = set(range(len(refs)))
-        total = sum(len(c) for c in rollouts.chunks)
-        with phase(f"iteration {rollouts.iteration}: {what}", total, "episode seats") as bar:
+        try:
             while pending:
-                self._gather_one(rollouts, results, reruns, refs, pending, bar)
+                self._gather_one(rollouts, results, reruns, refs, pending, rollouts.bar)
+        except BaseException:
+            rollouts.bar.close()
+            raise
         done = [r for r in results if r is not None]
+        own, steps = rollouts_time(done)
+        collected = time.perf_counter() - rollouts.started
+        late = f", collected {collected:.1f} s after launch" if collected > own + 1 else ""
+        rollouts.bar.end(own, steps + late)
         check_exactly_once([p.episode_id for c in rollouts.chunks for p in c], done, rollouts.iteration)
         return done
 
@@ -360,12 +337,16 @@ class System:
         candidates = (induction_candidates(self.run.root, data.iteration) if self.cfg.curriculum.induces
                       else {})
         job = BankJob(data.iteration, data.shards, names, dict(base), candidates)
+        started = time.perf_counter()
         try:
             self._start_bank(job)
         except (RayActorError, RayTaskError) as exc:  # died while taking the shards: `bank_result` reruns it
             if not actor_died(exc):
                 raise
             self._bank_failed(job, exc)
+        # its phase ends when the actor is done, with the actor's own time (`BankUpdate.seconds`)
+        job.bar = begin(f"bank update over iteration {job.iteration}", started=started,
+                        poll=when_ready([job.ref], lambda r: (r[0].seconds, "")) if job.ref else None)
         return job
 
     def _start_bank(self, job: BankJob) -> None:
@@ -380,8 +361,15 @@ class System:
         shards on the same base versions, at most `cluster.max_restarts` times."""
         if job is None:
             return BankUpdate()
-        with phase(f"bank update over iteration {job.iteration}"):
-            return self._bank_wait(job)
+        try:
+            bank = self._bank_wait(job)
+        except BaseException:
+            job.bar.close()
+            raise
+        collected = time.perf_counter() - job.bar.started
+        job.bar.end(bank.seconds, f"collected {collected:.1f} s after its start"
+                    if collected > bank.seconds + 1 else "")
+        return bank
 
     def _bank_wait(self, job: BankJob) -> BankUpdate:
         while True:
@@ -476,21 +464,3 @@ def kl_prompts(probe: list[Sample], batch: list[Sample], limit: int) -> dict[str
             by_adapter.setdefault(s.adapter, []).append(s)
         out.update({a: v[:limit] for a, v in by_adapter.items()})
     return out if limit > 0 else {}
-
-
-def check_exactly_once(planned: list[str], results: list[RolloutResult], iteration: int) -> None:
-    """Every planned episode came back, and no (episode, seat) twice."""
-    seen: set[tuple[str, str]] = set()
-    episodes: set[str] = set()
-    for result in results:
-        for traj in decode_shard(result.shard, f"it{iteration} result").trajectories:
-            key = (traj.episode_id, traj.seat)
-            if key in seen:
-                raise EpisodeAccountingError(f"iteration {iteration}: episode {key[0]} seat {key[1]} "
-                                             f"came back twice")
-            seen.add(key)
-            episodes.add(traj.episode_id)
-    missing = sorted(set(planned) - episodes)
-    if missing:
-        raise EpisodeAccountingError(f"iteration {iteration}: {len(missing)} planned episodes never came "
-                                     f"back: {missing[:5]}")

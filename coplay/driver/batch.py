@@ -12,6 +12,7 @@ from typing import Any
 
 from coplay.config import CoplayConfig
 from coplay.driver.metrics import reward_parts
+from coplay.driver.progress import phase
 from coplay.driver.records import IterationData
 from coplay.driver.schedule import VersionLedger
 from coplay.learn.advantages import all_advantages, trains
@@ -93,16 +94,30 @@ def train_on(system: Any, cfg: CoplayConfig, data: IterationData, ledger: Versio
     (`sft_*`, `base`): the adapters stay those of the cold start while rollouts and evaluations go on."""
     if not cfg.ablation.trains_grpo:
         return None
-    started = time.perf_counter()
-    batch = training_batch(cfg, data.trajectories, system.banks_for(data.bank_versions), data.bank_samples)
-    samples, advantages = batch.samples, batch.advantages
-    nonzero = nonzero_advantages(samples, advantages)
-    batch_s = time.perf_counter() - started  # rewards and advantages, on the driver
-    step = system.train(trained_samples(samples, advantages, cfg.learner.skip_zero_advantage), advantages)
-    step.timings["batch_s"] = batch_s
+    with phase(f"GRPO step {data.iteration} on the samples of iteration {data.iteration}") as bar:
+        started = time.perf_counter()
+        batch = training_batch(cfg, data.trajectories, system.banks_for(data.bank_versions),
+                               data.bank_samples)
+        samples, advantages = batch.samples, batch.advantages
+        nonzero = nonzero_advantages(samples, advantages)
+        batch_s = time.perf_counter() - started  # rewards and advantages, on the driver
+        trained = trained_samples(samples, advantages, cfg.learner.skip_zero_advantage)
+        step = system.train(trained, advantages)
+        step.timings["batch_s"] = batch_s
+        bar.note = step_note(len(trained), step)
     step.nonzero_advantages = nonzero
     step.reward_parts = reward_parts(samples)
     step.reward_shares = batch.reward_shares
     step.trained_iteration, step.trained_episodes = data.iteration, trained_episodes(data.trajectories)
     ledger.record(data.iteration, step.published)
     return step
+
+
+def step_note(samples: int, step: TrainStep) -> str:
+    """The GRPO step's end line after its time: `12 samples: rewards 0.1 s, step 40.2 s, export and publish
+    1.3 s, update measure 5.9 s` (its parts, `TrainStep.timings`)."""
+    t = step.timings
+    parts = [("rewards", t.get("batch_s", 0.0)), ("step", t.get("step_s", 0.0)),
+             ("export and publish", t.get("export_s", 0.0) + t.get("publish_s", 0.0)),
+             ("update measure", step.measure_seconds)]
+    return f"{samples} samples: " + ", ".join(f"{name} {float(s):.1f} s" for name, s in parts)

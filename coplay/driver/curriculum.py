@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from coplay.config import CoplayConfig
+from coplay.driver.progress import phase
 from coplay.files import write_bytes_atomic
 from coplay.skills.schema import Skill
 from coplay.skills.tasking import TaskSpec
@@ -41,10 +42,18 @@ def _skills(bank: Any, saved: dict[str, Any]) -> dict[str, Skill]:
 
 def curriculum_samples(system: Any, cfg: CoplayConfig, iteration: int, versions: dict[str, int],
                        bank_versions: dict[str, int]) -> list[Sample]:
-    """Run the iteration's curriculum rounds; the Samples to train on (none when the curriculum is off)."""
-    cur = cfg.curriculum
-    if not cur.enabled:
+    """Run the iteration's curriculum rounds, a console phase of their own; the Samples to train on (none
+    when the curriculum is off)."""
+    if not cfg.curriculum.enabled:
         return []
+    with phase(f"iteration {iteration}: curriculum rounds"):
+        return curriculum_rounds(system, cfg, iteration, versions, bank_versions)
+
+
+def curriculum_rounds(system: Any, cfg: CoplayConfig, iteration: int, versions: dict[str, int],
+                      bank_versions: dict[str, int]) -> list[Sample]:
+    """One round per single-player game (`coplay.curriculum.round`), with the tasking records kept."""
+    cur = cfg.curriculum
     import coplay_envs
     from coplay.actors.curriculum_caller import worker_caller
     from coplay.curriculum.controller import refine_rules, saturated_skills

@@ -24,7 +24,7 @@ def evaluate(system: Any, iteration: int, versions: dict[str, int], bank_version
     plans = eval_plans(cfg, player_seat(cfg, "model", versions), f"it{iteration}")
     # the newest versions may not have been served yet; the frozen opponents stay for the next iteration
     system.sync(versions, [], bank_versions, keep_frozen=True)
-    results = system.gather(system.launch(iteration, plans), "evaluation")
+    results = system.gather(system.launch(iteration, plans, "evaluation"))
     trajectories = [t for r in results for t in decode_shard(r.shard, f"eval it{iteration}").trajectories]
     summary = summarize_eval(evaluated(trajectories, plans))
     rated = league is not None and league.play(trajectories) > 0

@@ -130,7 +130,7 @@ def run_probe(system: Any, run_probe_set: RunProbe, iteration: int, versions: di
     label = f"probe-it{iteration}"
     plans = run_probe_set.plans(cfg, versions, label)
     system.sync(versions, [], bank_versions, keep_frozen=True)
-    results = system.gather(system.launch(iteration, plans), "probe")
+    results = system.gather(system.launch(iteration, plans, "probe"))
     trajectories = [t for r in results for t in decode_shard(r.shard, label).trajectories]
     system.probe_prompts = [s for t in trajectories for s in t.samples if s.adapter == "act"]
     scored = run_probe_set.score(trajectories, label)

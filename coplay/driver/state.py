@@ -38,6 +38,7 @@ from coplay.config import CoplayConfig
 from coplay.driver.league import LEAGUE_FILE, League
 from coplay.driver.phases import PhaseClock, phase_record, start_busy
 from coplay.driver.probe import RunProbe, run_probe
+from coplay.driver.progress import phase
 from coplay.driver.records import IterationData
 from coplay.driver.schedule import BankSchedule, VersionLedger, bank_version_for
 from coplay.files import sha256_bytes, write_bytes_atomic
@@ -81,9 +82,10 @@ class LoopState:
 def save_checkpoint(system: Any, state: LoopState, iteration: int) -> str:
     """Learner state plus the `LoopState` after iteration `iteration` (what `coplay train --resume` needs),
     atomically under checkpoints/step-<iteration>/."""
-    extra = state.to_json(system.run, iteration, system.cfg.loop.staleness)
-    return system.learner.save_checkpoint(str(system.run.checkpoint_dir(iteration)), state.banks.latest(),
-                                          {"iteration": iteration}, extra)
+    with phase(f"checkpoint after iteration {iteration}"):
+        extra = state.to_json(system.run, iteration, system.cfg.loop.staleness)
+        return system.learner.save_checkpoint(str(system.run.checkpoint_dir(iteration)),
+                                              state.banks.latest(), {"iteration": iteration}, extra)
 
 
 def bank_samples_path(run: RunDir, iteration: int) -> Path:

@@ -1,11 +1,17 @@
 """The co-evolution loop end to end on a real local Ray cluster: vLLM CPU engine, DeepSpeed, skill bank.
 
-One 3-iteration run on 2048 after a short SFT (staleness 1) serves every check of this module.
+One 3-iteration run on 2048 after a short SFT (staleness 1) serves every check of this module; its console
+(stderr, as a log file would hold it) is kept with each line's time beside the run folder.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
+import sys
+import time
 
 import pytest
 
@@ -17,12 +23,35 @@ from coplay.types import read_shard
 from tests.helpers import DEMO_CONFIG, tiny_loop_overrides
 
 
+class StampedLines(io.TextIOBase):
+    """stderr during the run, passed on and kept line by line with the time each line was written."""
+
+    def __init__(self, out: io.TextIOBase) -> None:
+        self.out, self.lines, self.partial = out, [], ""
+
+    def write(self, text: str) -> int:
+        self.out.write(text)
+        *done, self.partial = (self.partial + text).split("\n")
+        self.lines += [(time.monotonic(), line) for line in done]
+        return len(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
 @pytest.fixture(scope="module")
 def run(ray_cluster, tmp_path_factory, tiny_model_config) -> RunDir:
     out = tmp_path_factory.mktemp("loop-runs")
     cfg = load_config(DEMO_CONFIG, [*tiny_loop_overrides(str(out), tiny_model_config.tiny.cache_dir),
-                                    "loop.iterations=3"])
-    return RunDir.open(train(cfg))
+                                    "loop.iterations=3", "logging.console=true"])
+    console = StampedLines(sys.stderr)
+    with contextlib.redirect_stderr(console):
+        root = train(cfg)
+    (out / "console.json").write_text(json.dumps(console.lines))
+    return RunDir.open(root)
 
 
 def _manifest_sha(run: RunDir, adapter: str, version: int) -> str:
@@ -169,3 +198,50 @@ def test_every_line_says_how_its_wall_time_split_between_the_phases(run):
     assert set(calls) == {"segment", "contract", "curator"}
     assert end["phases"]["busy"]["learner"]["forward_s"] > 0 and end["phases"]["seconds"]["learner"] > 0
     assert "id='chart-phases'" in run.report.read_text()
+
+
+def _done_in(lines: list[str], phase: str) -> float:
+    """The seconds of the console's `<phase>: done in <s> s` line (exactly one)."""
+    found = [float(m.group(1)) for line in lines
+             if (m := re.fullmatch(re.escape(phase) + r": done in ([0-9.]+) s(, .*)?", line))]
+    assert len(found) == 1, (phase, [line for line in lines if phase in line])
+    return found[0]
+
+
+def test_the_console_announces_every_phase_with_its_own_time_and_is_never_silent_for_20_s(run):
+    """Issue 41 item 2: with staleness 1 the rollouts of iteration k, the bank update over k-1 and GRPO step
+    k-1 overlap; each phase says when it starts and ends with its own time, the figure the metrics line
+    holds (the slowest worker's rollout time, the bank actor's seconds, the learner step with its rewards,
+    export, publishing and update measure), and coplay's own lines never leave a gap over 20 s."""
+    stamped = json.loads((run.root.parent / "console.json").read_text())
+    lines = [line for _, line in stamped]
+    records = run.read_metrics()
+    for r in (r for r in records if "scores" in r):
+        k, timings = r["iteration"], r["timings"]
+        rollouts = _done_in(lines, f"iteration {k}: rollouts")
+        assert rollouts == pytest.approx(timings["generation_s"], abs=0.051)
+        if k > 1:
+            bank = _done_in(lines, f"bank update over iteration {k - 1}")
+            assert bank == pytest.approx(timings["bank_s"], abs=0.051)
+            starts = [lines.index(f"iteration {k}: rollouts (8 episode seats) ..."),
+                      lines.index(f"bank update over iteration {k - 1} ..."),
+                      lines.index(f"GRPO step {k - 1} on the samples of iteration {k - 1} ...")]
+            ends = [i for i, line in enumerate(lines) if line.startswith(f"iteration {k}: rollouts: done")]
+            assert starts == sorted(starts) and starts[-1] < ends[0]  # all three began before any ended
+    for r in records:  # each learner step: its rewards, the step with export and publishing, the measure
+        if r.get("train"):
+            j, parts = r["train"]["learner_step"], r["phases"]["busy"]["learner"]
+            own = parts["batch_s"] + parts["seconds"] + parts["measure_s"]
+        elif "final_train" in r:
+            j, final = r["final_train"]["learner_step"], r["final_train"]
+            own = final["timings"]["batch_s"] + final["train_seconds"] + final["measure_seconds"]
+        else:
+            continue
+        grpo = _done_in(lines, f"GRPO step {j} on the samples of iteration {j}")
+        assert grpo == pytest.approx(own, abs=0.5), (j, grpo, own)
+    assert _done_in(lines, "checkpoint after iteration 3") > 0
+    assert _done_in(lines, "start-up: rollout engines (1 workers)") == pytest.approx(
+        records[0]["phases"]["busy"]["startup"]["engines_s"], abs=0.051)
+    own = [(t, line) for t, line in stamped if "pid=" not in line[:80]]  # not Ray's actor lines
+    gaps = [(b[0] - a[0], a[1], b[1]) for a, b in zip(own, own[1:], strict=False)]
+    assert max(gaps)[0] < 20.0, max(gaps)  # the longest silence, with the lines before and after it

@@ -107,6 +107,7 @@ class VllmEngine(Engine):
             enable_prefix_caching=cfg.enable_prefix_caching, enforce_eager=cfg.enforce_eager,
             gpu_memory_utilization=cfg.gpu_memory_utilization, logprobs_mode="processed_logprobs",
             disable_log_stats=True, **self._cpu_scheduling(),
+            use_tqdm_on_load=False,  # its weight-loading bar reaches the run's console as two lines per start
         )
         return AsyncLLM.from_engine_args(args)
 

@@ -22,6 +22,7 @@ from coplay.agent.bank_view import BankSkills
 from coplay.artifacts import ArtifactError, Refusal, SyncReport
 from coplay.artifacts.serving import adapters_to_load, adapters_to_retire, check_bank_delivery
 from coplay.config import CoplayConfig
+from coplay.driver.progress import quiet_third_party
 from coplay.engines.base import AdapterRejected, GenerationRequest, SamplingParams, engine_name
 from coplay.rollout.env_hosts import EnvHosts
 from coplay.rollout.model_episodes import EpisodePlan, RunnerContext, play_episodes
@@ -42,6 +43,9 @@ class RolloutWorkerImpl:
         self.worker_id = worker_id
         self.name = f"worker-{worker_id}"
         self.cfg = CoplayConfig.model_validate(cfg)
+        # third-party log levels and warning filters in this process too, before vLLM is imported: its
+        # environment is Ray's, which may have started before the run set them (tests, a joined cluster)
+        quiet_third_party(self.cfg.logging.verbose)
         self.store = named_actor(store)
         self.engine = make_engine(self.cfg.model, self.cfg.engine, seed=self.cfg.seeds.run + worker_id)
         self.rules = coplay_envs.rules

@@ -243,6 +243,7 @@ def test_the_console_announces_every_phase_with_its_own_time_and_is_never_silent
     assert _done_in(lines, "start-up: rollout engines (1 workers)") == pytest.approx(
         records[0]["phases"]["busy"]["startup"]["engines_s"], abs=0.051)
     assert not [line for line in lines if "Loading safetensors checkpoint shards" in line]  # vLLM's bar
+    assert not [line for line in lines if "FutureWarning" in line]  # vLLM's and DeepSpeed's calls into torch
     own = [(t, line) for t, line in stamped if "pid=" not in line[:80]]  # not Ray's actor lines
     gaps = [(b[0] - a[0], a[1], b[1]) for a, b in zip(own, own[1:], strict=False)]
     assert max(gaps)[0] < 20.0, max(gaps)  # the longest silence, with the lines before and after it

@@ -66,6 +66,18 @@ def test_other_libraries_deprecation_warnings_are_held_back_in_the_processes_a_r
     assert "`torch.distributed.reduce_op` is deprecated" in _child_stderr(True)
 
 
+def test_transformers_loading_bars_are_off_in_the_processes_a_run_starts():
+    code = ("import subprocess, sys; from coplay.driver.progress import quiet_third_party; "
+            "quiet_third_party(sys.argv[1] == 'verbose'); "
+            "subprocess.run([sys.executable, '-c', 'import transformers.utils.logging as t; "
+            "print(t.is_progress_bar_enabled())'])")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    for mode, shown in (("quiet", "False"), ("verbose", "True")):
+        done = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, timeout=120,
+                              env=env, cwd=REPO)
+        assert done.stdout.strip().splitlines()[-1] == shown, (mode, done.stderr[-1000:])
+
+
 def test_a_long_phase_in_a_log_reports_its_count_while_it_runs(monkeypatch, capsys):
     """Without a terminal (`ray job logs`, a file) a sized phase prints a count line while it advances,
     not only its start and end lines: the cold-start SFT of a real model runs for minutes."""

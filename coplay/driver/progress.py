@@ -76,6 +76,9 @@ def quiet_third_party(verbose: bool) -> None:
         os.environ.setdefault("DS_LOG_LEVEL", "warning")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "warning")
         os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+        # transformers' weight-loading bars, read when it is imported: from a learner rank they reach the
+        # console as a line per load (a long load on the driver is a phase of its own, with its heartbeat)
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         # here, and through PYTHONWARNINGS (a message prefix per entry) in every Python process started later
         filters = [entry for entry in os.environ.get("PYTHONWARNINGS", "").split(",") if entry]
         for message in THIRD_PARTY_FUTURE_WARNINGS:

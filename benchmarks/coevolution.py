@@ -185,6 +185,7 @@ def table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                      "ci95": [point["ci_low"], point["ci_high"]], "iteration": point.get("iteration"),
                      "minus_full": diff, "seconds": run["seconds"] if source is None and not bot else None,
                      "from": source, "bot": bot,
+                     "stopped_early": bool(run.get("stopped_early")) and source is None and not bot,
                      "paired_minus_cold_start": None if bot else paired(cold, point),
                      "paired_minus_bots": {} if bot else {b: paired(v, point) for b, v in bots.items()},
                      "protocol_check": game_check(runs, run["game"])})
@@ -249,7 +250,9 @@ def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
                 expert = r["paired_minus_bots"]["expert"]
                 parts.append(f"minus the expert bot {_paired_cell(expert)} (paired)")
             if parts:
-                lines.append(f"  {r['variant']}: " + "; ".join(parts))
+                label = f"{r['variant']} (stopped early, at iteration {r['iteration']})" \
+                    if r.get("stopped_early") else r["variant"]
+                lines.append(f"  {label}: " + "; ".join(parts))
     return lines
 
 
@@ -265,6 +268,8 @@ def markdown(rows: list[dict[str, Any]], command: str) -> str:
         diff = f"{d['difference']:+.1f}" if d else "-"
         ci = f"[{d['ci95'][0]:+.1f}, {d['ci95'][1]:+.1f}]" if d and d["ci95"] else "-"
         variant = f"{r['variant']} ({r['from']})" if r.get("from") else r["variant"]
+        if r.get("stopped_early"):
+            variant += f" (stopped early: iteration {r['iteration']})"
         seconds = f"{r['seconds']:.0f}" if r.get("seconds") is not None else "-"
         vs = r.get("paired_minus_bots") or {}
         lines.append(f"| {r['game']} | {variant} | {r['mean']:.1f} | [{r['ci95'][0]:.1f}, "
@@ -363,6 +368,47 @@ def combine(paths: list[str], out: Path, stem: str, argv: list[str] | None) -> i
     return 0
 
 
+def from_run(run_root: Path) -> dict[str, Any]:
+    """The results entry of a run folder an earlier call trained, read back without training: its own
+    config, evaluations, phase timeline and bank evidence, and the bots played now on its protocol. A run
+    stopped before its last iteration (interrupted, or cut to fit a session) keeps the evaluations it made:
+    `stopped_early` says so, its curve ends at its last evaluation and `seconds` is its recorded wall time."""
+    from coplay.config import load_config
+    from coplay.driver.phases import run_totals
+    from coplay.runs import RunDir
+
+    config = run_root / "config.yaml"
+    if not config.is_file():
+        raise SystemExit(f"--from-run {run_root}: not a run folder (no config.yaml)")
+    cfg = load_config(str(config), ["logging.console=false"])
+    game = cfg.games[0]
+    curve = eval_curve(run_root, game)
+    if not curve:
+        raise SystemExit(f"--from-run {run_root}: no evaluation of {game} under eval/ (stopped before one)")
+    phases = run_totals(RunDir.open(run_root).read_metrics())
+    last = curve[-1]["iteration"]
+    return {"variant": cfg.ablation.variant, "game": game, "config": str(config), "commit": None,
+            "sizes": sizes(cfg), "run_dir": str(run_root),
+            "seconds": round(phases["wall_s"], 1) if phases else None, "curve": curve, "final": curve[-1],
+            "stopped_early": last < cfg.loop.iterations, "last_evaluated_iteration": last,
+            **bank_evidence(run_root), "phases": phases, **ruler_evidence(cfg, game, run_root / "eval")}
+
+
+def read_back(run_dirs: list[str], out: Path, stem: str, argv: list[str] | None) -> int:
+    """`--from-run`: one table and plot from finished or stopped run folders (`from_run`)."""
+    runs = [from_run(Path(d)) for d in run_dirs]
+    games = list(dict.fromkeys(r["game"] for r in runs))
+    variants = sorted({r["variant"] for r in runs}, key=VARIANT_ORDER.index)
+    command = " ".join(["python -m benchmarks.coevolution", *(argv if argv is not None else sys.argv[1:])])
+    extra = {"total_seconds": round(sum(r["seconds"] or 0.0 for r in runs), 1),
+             "complete": not any(r["stopped_early"] for r in runs),
+             "stopped_early": [r["run_dir"] for r in runs if r["stopped_early"]]}
+    summary = write_results(out, stem, command, time.time(), games, variants, runs, extra)
+    print(markdown(summary["table"], command))
+    print("\n".join(summary["summary"]))
+    return 0
+
+
 def parse_list(text: str, allowed: tuple[str, ...] | None, what: str) -> list[str]:
     items = [x.strip() for x in text.split(",") if x.strip()]
     bad = [x for x in items if allowed is not None and x not in allowed]
@@ -385,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--combine", nargs="+", default=None, metavar="RESULTS_JSON",
                         help="no runs: one table and plot (under --out, stem --name) from the runs of "
                              "earlier results files, e.g. variants run by separate calls")
+    parser.add_argument("--from-run", nargs="+", default=None, metavar="RUN_DIR",
+                        help="no training: the table and plot of run folders an earlier call trained "
+                             "(finished, or stopped early: their curve ends at their last evaluation)")
     parser.add_argument("--quick", action="store_true", help="smoke: tiny model, 2 iterations, 2 variants")
     parser.add_argument("overrides", nargs="*", help="dotted config overrides for every run")
     args = parser.parse_args(argv)
@@ -393,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.combine:
         return combine(args.combine, Path(args.out), args.name or "coevolution", argv)
+    if args.from_run:
+        return read_back(args.from_run, Path(args.out), args.name or "coevolution", argv)
     default_variants = "full,grpo_no_bank" if args.quick else "full,grpo_no_bank,sft_only"
     variants = parse_list(args.variants or default_variants, VARIANT_ORDER, "variants")
     games = parse_list(args.games or ("2048" if args.quick else "2048,tetris"), GAME_KEYS, "games")

@@ -95,3 +95,40 @@ def test_results_of_separate_calls_combine_into_one_table(quick, tmp_path):
     both = json.loads((tmp_path / "out" / "both.json").read_text())
     assert both["table"] == summary["table"] and len(both["sources"]) == len(parts)
     assert (tmp_path / "out" / "both.png").is_file() and (tmp_path / "out" / "both.md").is_file()
+
+
+def test_a_run_folder_reads_back_as_its_call_wrote_it_and_a_stopped_one_says_so(quick, tmp_path):
+    """`--from-run`: a finished run folder gives back the curve and the paired difference its own call wrote;
+    a run stopped before its last evaluation keeps what it measured and is marked, not passed off as whole."""
+    import shutil
+
+    from benchmarks.coevolution import main
+
+    summary = json.loads((quick / "coevolution-quick.json").read_text())
+    run = next(r for r in summary["runs"] if r["variant"] == "grpo_no_bank")
+    assert main(["--from-run", run["run_dir"], "--out", str(tmp_path), "--name", "back"]) == 0
+    back = json.loads((tmp_path / "back.json").read_text())
+    (again,) = back["runs"]
+    assert again["curve"] == run["curve"] and again["stopped_early"] is False and back["complete"] is True
+    assert again["phases"] == run["phases"] and again["bots"].keys() == run["bots"].keys()
+    rows = {r["variant"]: r for r in back["table"]}
+    original = {r["variant"]: r for r in summary["table"]}
+    key = "paired_minus_cold_start"
+    assert rows["grpo_no_bank"][key] == original["grpo_no_bank"][key]
+
+    stopped = tmp_path / "stopped"
+    shutil.copytree(run["run_dir"], stopped)
+    sorted((stopped / "eval").glob("it*.json"))[-1].unlink()  # as if stopped before the last evaluation
+    assert main(["--from-run", str(stopped), "--out", str(tmp_path), "--name", "cut"]) == 0
+    cut = json.loads((tmp_path / "cut.json").read_text())
+    assert cut["complete"] is False and cut["stopped_early"] == [str(stopped)]
+    assert cut["runs"][0]["last_evaluated_iteration"] == 0
+    assert "stopped early: iteration 0" in (tmp_path / "cut.md").read_text()
+
+    (stopped / "eval").mkdir(exist_ok=True)
+    for path in (stopped / "eval").glob("it*.json"):
+        path.unlink()
+    with pytest.raises(SystemExit, match="no evaluation"):
+        main(["--from-run", str(stopped), "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="not a run folder"):
+        main(["--from-run", str(tmp_path), "--out", str(tmp_path)])

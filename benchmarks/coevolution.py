@@ -357,11 +357,17 @@ def combine(paths: list[str], out: Path, stem: str, argv: list[str] | None) -> i
         runs += [r if "protocol_check" in r else backfill_ruler(r) for r in body["runs"]]
         sources.append({k: body.get(k) for k in ("command", "commit", "created", "total_seconds")} |
                        {"file": path})
+    return table_of_runs(runs, out, stem, argv, {"sources": sources})
+
+
+def table_of_runs(runs: list[dict[str, Any]], out: Path, stem: str, argv: list[str] | None,
+                  extra: dict[str, Any]) -> int:
+    """Write and print the table and plot of runs gathered without training (`--combine`, `--from-run`)."""
     games = list(dict.fromkeys(r["game"] for r in runs))
     variants = sorted({r["variant"] for r in runs}, key=VARIANT_ORDER.index)
     runs.sort(key=lambda r: (games.index(r["game"]), VARIANT_ORDER.index(r["variant"])))
     command = " ".join(["python -m benchmarks.coevolution", *(argv if argv is not None else sys.argv[1:])])
-    extra = {"sources": sources, "total_seconds": round(sum(r["seconds"] for r in runs), 1)}
+    extra = {"total_seconds": round(sum(r["seconds"] or 0.0 for r in runs), 1), **extra}
     summary = write_results(out, stem, command, time.time(), games, variants, runs, extra)
     print(markdown(summary["table"], command))
     print("\n".join(summary["summary"]))
@@ -397,16 +403,9 @@ def from_run(run_root: Path) -> dict[str, Any]:
 def read_back(run_dirs: list[str], out: Path, stem: str, argv: list[str] | None) -> int:
     """`--from-run`: one table and plot from finished or stopped run folders (`from_run`)."""
     runs = [from_run(Path(d)) for d in run_dirs]
-    games = list(dict.fromkeys(r["game"] for r in runs))
-    variants = sorted({r["variant"] for r in runs}, key=VARIANT_ORDER.index)
-    command = " ".join(["python -m benchmarks.coevolution", *(argv if argv is not None else sys.argv[1:])])
-    extra = {"total_seconds": round(sum(r["seconds"] or 0.0 for r in runs), 1),
-             "complete": not any(r["stopped_early"] for r in runs),
-             "stopped_early": [r["run_dir"] for r in runs if r["stopped_early"]]}
-    summary = write_results(out, stem, command, time.time(), games, variants, runs, extra)
-    print(markdown(summary["table"], command))
-    print("\n".join(summary["summary"]))
-    return 0
+    return table_of_runs(runs, out, stem, argv, {"complete": not any(r["stopped_early"] for r in runs),
+                                                 "stopped_early": [r["run_dir"] for r in runs
+                                                                   if r["stopped_early"]]})
 
 
 def parse_list(text: str, allowed: tuple[str, ...] | None, what: str) -> list[str]:

@@ -62,3 +62,33 @@ def test_a_probe_on_which_the_bots_do_not_separate_is_not_reported_as_a_result(t
     text = "\n".join(probe_lines(tmp_path))
     assert "not a result" in text and "minus iteration" not in text
     assert probe_lines(tmp_path / "nothing") == []
+
+
+def test_the_probe_change_says_plainly_whether_a_gain_was_measured(tmp_path):
+    from coplay.driver.demo import probe_lines
+
+    _probe_file(tmp_path / "fell" / "eval", 0, [8.0, 6.0, 7.0, 9.0])
+    _probe_file(tmp_path / "fell" / "eval", 2, [4.0, 3.0, 5.0, 4.0])
+    assert "a gain was measured: regret -3.50" in "\n".join(probe_lines(tmp_path / "fell"))
+    _probe_file(tmp_path / "flat" / "eval", 0, [8.0, 6.0, 7.0, 9.0])
+    _probe_file(tmp_path / "flat" / "eval", 2, [9.0, 5.0, 8.0, 8.0])
+    assert "no gain was measured" in "\n".join(probe_lines(tmp_path / "flat"))
+
+
+def _eval_file(folder, iteration: int, per_seed: dict[str, float]) -> None:
+    score = summarize(list(per_seed.values())).as_dict()
+    write_eval(folder, f"it{iteration:05d}", {"2048": {"episodes": len(per_seed), "score": score,
+                                                       "per_seed": per_seed}}, {"iteration": iteration})
+
+
+def test_the_evaluation_change_from_the_cold_start_is_claimed_only_on_a_passing_protocol(tmp_path):
+    from coplay.driver.demo import _change_lines
+
+    _eval_file(tmp_path, 0, {"0": 20.0, "1": 24.0, "2": 30.0})
+    _eval_file(tmp_path, 2, {"0": 30.0, "1": 35.0, "2": 40.0})
+    runs = sorted(tmp_path.glob("it*.json"))
+    (passed,) = _change_lines("2048", runs, {"passed": True, "reason": ""})
+    assert "iteration 2 minus iteration 0" in passed and "a gain was measured: score +10.33" in passed
+    (failed,) = _change_lines("2048", runs, {"passed": False, "reason": ""})
+    assert "no claim, the protocol check did not pass" in failed and "measured" not in failed
+    assert _change_lines("2048", runs[:1], {"passed": True, "reason": ""}) == []  # nothing to compare

@@ -94,7 +94,27 @@ def bots_beside_run(run_root: Path, cfg: Any) -> list[str]:
                        f"the run's adapters minus the expert bot: {d['difference']:+.1f} "
                        f"[{d['ci_low']:.1f}, {d['ci_high']:.1f}] (paired over {d['n']} seeds, 95% t)")
             lines.append(f"  {game}: protocol check passed ({check['reason']}); {verdict}")
+        lines += _change_lines(game, runs, check)
     return lines
+
+
+def _change_lines(game: str, runs: list[Path], check: dict[str, Any] | None) -> list[str]:
+    """The last evaluation minus the first (the cold start where `eval.at_start`), paired over their shared
+    seeds, with the verdict in plain words; only on a protocol whose check passed (else no claim)."""
+    from coplay.eval.stats import gain_verdict, paired_difference
+
+    if len(runs) < 2:
+        return []
+    first, last = (json.loads(p.read_text()) for p in (runs[0], runs[-1]))
+    its = [f.get("meta", {}).get("iteration", "?") for f in (first, last)]
+    if check is None or not check["passed"]:
+        return [f"  {game}: iteration {its[1]} against iteration {its[0]}: no claim, the protocol check "
+                f"did not pass"]
+    d = paired_difference(*(f["results"].get(game, {}).get("per_seed", {}) for f in (first, last)))
+    if d is None:
+        return [f"  {game}: iteration {its[1]} against iteration {its[0]}: fewer than 2 shared seeds"]
+    return [f"  {game}: iteration {its[1]} minus iteration {its[0]} (paired, 95% t): "
+            f"{gain_verdict(d, what='score')}"]
 
 
 def probe_lines(run_root: Path) -> list[str]:
@@ -103,7 +123,7 @@ def probe_lines(run_root: Path) -> list[str]:
     choices spread over the actions beside the expert's, and the last minus the first, paired over the
     positions (95% t). [] when the run probed nothing."""
     from coplay.eval.action_spread import spread_text
-    from coplay.eval.stats import paired_difference
+    from coplay.eval.stats import gain_verdict, paired_difference
 
     files = sorted((run_root / "eval").glob("probe-it*.json"))
     if not files:
@@ -134,7 +154,8 @@ def probe_lines(run_root: Path) -> list[str]:
             if d is not None:
                 lines.append(f"  {game}: iteration {last['meta']['iteration']} minus iteration "
                              f"{first['meta']['iteration']}: {d.difference:+.2f} [{d.ci_low:.2f}, "
-                             f"{d.ci_high:.2f}] regret, paired over {d.n} positions (95% t)")
+                             f"{d.ci_high:.2f}] regret, paired over {d.n} positions (95% t); "
+                             f"{gain_verdict(d, higher_is_better=False, what='regret')}")
     return lines
 
 
@@ -169,6 +190,9 @@ def run_demo(overrides: list[str] | None = None, config: str | Path | None = Non
     print(f"  banks:      {run_root / 'banks'}  (report: {bank_report})")
     print(f"  score plot: {plot}")
     print(f"  report:     {report}")
+    if not against_bots:
+        print("episode evaluation: none in this run (eval.every=0, eval.at_start=false); the probe below "
+              "is its ruler" if cfg.probe.every else "episode evaluation and probe: none in this run")
     for line in [*against_bots, *probe_lines(run_root)]:
         print(line)
     print(f"demo finished in {time.time() - started:.0f} s")

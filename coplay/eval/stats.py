@@ -121,3 +121,17 @@ def paired_difference(a: dict[str, float], b: dict[str, float],
     blow, bhigh = bootstrap_interval(diffs, confidence)
     return PairedDifference(len(shared), float(np.mean(xa)), float(np.mean(xb)), float(np.mean(diffs)),
                             low, high, blow, bhigh)
+
+
+def gain_verdict(d: PairedDifference, higher_is_better: bool = True, what: str = "the score") -> str:
+    """In plain words whether a paired change is a measured gain: the whole 95% t-interval on the better
+    side of 0 (a gain), on the worse side (a loss), or straddling it (no change measured at this n). The
+    t and bootstrap intervals must agree, so a skewed sample does not read as a gain on one of them only."""
+    gained = (d.ci_low > 0 and d.boot_low > 0) if higher_is_better else (d.ci_high < 0 and d.boot_high < 0)
+    lost = (d.ci_high < 0 and d.boot_high < 0) if higher_is_better else (d.ci_low > 0 and d.boot_low > 0)
+    interval = f"{d.difference:+.2f} [{d.ci_low:.2f}, {d.ci_high:.2f}] over {d.n} pairs"
+    if gained:
+        return f"a gain was measured: {what} {interval}, the 95% interval excludes 0"
+    if lost:
+        return f"a loss was measured: {what} {interval}, the 95% interval excludes 0 on the worse side"
+    return f"no gain was measured: {what} {interval}, the 95% interval includes 0"

@@ -1,0 +1,154 @@
+"""What a new user's console shows: run a command (default `make demo` in a fresh clone of this checkout),
+keep every line with the second it arrived, and count the lines by source (coplay's own, vLLM, Ray,
+DeepSpeed, Python warnings, make/pip) and the longest stretch without any output.
+
+    python -m benchmarks.console_transcript --fresh-clone --out benchmarks/results/demo-transcript
+
+writes `<out>.txt` (each line prefixed with its arrival time in seconds) and `<out>.json` (the command, the
+commit, wall time, exit code, counts by source, the longest silence with the lines around it, and the final
+summary: the lines from `run folder:` on), and prints the JSON. Sources are told apart by the format each
+library logs in (vLLM's `INFO 12-06 09:00:00 [file.py:12]`, Ray's `... INFO worker.py:12 -- ...`, the
+`(Actor pid=N)` prefix of a line an actor printed, which is stripped first); a line none of them claims is
+counted as coplay's, so "coplay" is an upper bound on coplay's own share. `PYTHONUNBUFFERED=1` is set, so a
+silence is the program's, not a pipe buffer's. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ACTOR_PREFIX = re.compile(r"^\((?:[\w.:]+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?")
+VLLM_LOG = re.compile(r"^(?:\x1b\[[0-9;]*m)?(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)(?:\x1b\[[0-9;]*m)? "
+                      r"\d\d-\d\d \d\d:\d\d:\d\d")
+RAY_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\s+(?:INFO|WARNING|ERROR|DEBUG)\s+\S+\.py:\d+ -- ")
+DEEPSPEED = re.compile(r"\[DeepSpeed\]|\bdeepspeed\b|real_accelerator|\[(?:INFO|WARNING)\] \[", re.I)
+WARNING = re.compile(r"\b\w*Warning: |^\s+warnings\.warn\(|^\s+warn\(")
+MAKE_PIP = re.compile(r"^(?:\.venv/bin/|make(?:\[\d+\])?: |Collecting |Requirement already|Installing |"
+                      r"Successfully |Downloading |Building |Created wheel|python3?(?:\.\d+)? -m |"
+                      r"uv |Using |Resolved |Prepared |Installed |Audited | [+-] )")
+SUMMARY_START = "run folder:"
+
+
+def source_of(line: str) -> tuple[str, bool]:
+    """(source, printed by a Ray actor) for one console line."""
+    stripped = ACTOR_PREFIX.sub("", line)
+    via_actor = stripped != line
+    for name, pattern in (("vllm", VLLM_LOG), ("ray", RAY_LOG), ("deepspeed", DEEPSPEED),
+                          ("python warning", WARNING), ("make/pip", MAKE_PIP)):
+        if pattern.search(stripped):
+            return name, via_actor
+    if "vllm" in stripped.lower():
+        return "vllm", via_actor
+    return "coplay", via_actor
+
+
+def run_and_record(command: list[str], cwd: Path) -> tuple[list[tuple[float, str]], list[float], int, float]:
+    """Run `command`; every line with its arrival second, every chunk's arrival second (a `\\r` progress
+    redraw is output too), the exit code and the wall seconds."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    started = time.monotonic()
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ)
+    lines: list[tuple[float, str]] = []
+    arrivals: list[float] = []
+    pending = b""
+    while True:
+        if not selector.select(timeout=1.0):
+            if proc.poll() is not None:
+                break
+            continue
+        chunk = os.read(proc.stdout.fileno(), 65536)
+        if not chunk:
+            break
+        now = time.monotonic() - started
+        arrivals.append(now)
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.flush()
+        pending += chunk
+        *done, pending = re.split(rb"\r\n|\n|\r", pending)
+        lines += [(now, part.decode("utf-8", "replace")) for part in done if part.strip()]
+    if pending.strip():
+        lines.append((time.monotonic() - started, pending.decode("utf-8", "replace")))
+    code = proc.wait()
+    return lines, arrivals, code, time.monotonic() - started
+
+
+def longest_silence(lines: list[tuple[float, str]], arrivals: list[float], wall: float) -> dict[str, Any]:
+    """The longest stretch without output, from the start to the end of the run, with the lines on either
+    side of it."""
+    marks = [0.0, *arrivals, wall]
+    gaps = [(marks[i + 1] - marks[i], marks[i]) for i in range(len(marks) - 1)]
+    length, start = max(gaps)
+    before = [text for t, text in lines if t <= start][-1:] or ["(start)"]
+    after = [text for t, text in lines if t > start][:1] or ["(end)"]
+    return {"seconds": round(length, 1), "from_s": round(start, 1), "line_before": before[0],
+            "line_after": after[0]}
+
+
+def summarize(lines: list[tuple[float, str]], arrivals: list[float], code: int, wall: float,
+              command: list[str], commit: str) -> dict[str, Any]:
+    counts: Counter[str] = Counter()
+    via_actor = 0
+    for _, text in lines:
+        source, actor = source_of(text)
+        counts[source] += 1
+        via_actor += actor
+    texts = [text for _, text in lines]
+    starts = [i for i, text in enumerate(texts) if text.startswith(SUMMARY_START)]
+    total = len(lines)
+    # `make demo` on a fresh clone installs first: the share among the lines after make starts the demo
+    begun = next((i for i, text in enumerate(texts) if re.search(r"bin/coplay demo\b", text)), None)
+    after = Counter(source_of(text)[0] for text in texts[begun + 1:]) if begun is not None else None
+    return {"command": " ".join(command), "commit": commit, "exit_code": code, "wall_s": round(wall, 1),
+            "lines": total, "by_source": dict(counts.most_common()),
+            "coplay_share": round(counts["coplay"] / total, 3) if total else None,
+            "after_install": ({"lines": sum(after.values()), "by_source": dict(after.most_common()),
+                               "coplay_share": round(after["coplay"] / max(1, sum(after.values())), 3)}
+                              if after is not None else None),
+            "printed_by_ray_actors": via_actor,
+            "longest_silence": longest_silence(lines, arrivals, wall),
+            "final_summary": texts[starts[-1]:] if starts else texts[-20:]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fresh-clone", action="store_true",
+                        help="git clone this checkout's HEAD into a temporary folder and run there")
+    parser.add_argument("--out", default="benchmarks/results/demo-transcript",
+                        help="path stem of the .txt transcript and the .json summary")
+    parser.add_argument("command", nargs="*", default=["make", "demo"])
+    args = parser.parse_args(argv)
+    root = Path(__file__).resolve().parents[1]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="coplay-fresh-") as tmp:
+        cwd = root
+        if args.fresh_clone:
+            cwd = Path(tmp) / "coplay"
+            subprocess.run(["git", "clone", "--quiet", str(root), str(cwd)], check=True)
+        lines, arrivals, code, wall = run_and_record(args.command, cwd)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".txt").write_text("".join(f"[{t:7.1f}s] {text}\n" for t, text in lines))
+    result = summarize(lines, arrivals, code, wall, args.command, commit)
+    result["fresh_clone"] = args.fresh_clone
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1))
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,35 @@
+"""`benchmarks/console_transcript.py`: the line counts by source and the longest silence that the demo's
+transcript reports, so a console that fills with vLLM's lines or goes quiet for minutes shows in figures."""
+
+from __future__ import annotations
+
+from benchmarks.console_transcript import longest_silence, source_of, summarize
+
+
+def test_lines_are_told_apart_by_the_format_each_library_logs_in():
+    assert source_of("INFO 12-06 09:00:01 [loader.py:12] Loading weights took 0.3 s") == ("vllm", False)
+    assert source_of("(RolloutWorkerImpl pid=412) WARNING 12-06 09:00:01 [lora.py:3] x") == ("vllm", True)
+    ray_line = "2026-12-06 09:00:00,123\tINFO worker.py:1821 -- Started a local Ray instance."
+    assert source_of(ray_line)[0] == "ray"
+    assert source_of("/x/y.py:3: FutureWarning: `a` is deprecated")[0] == "python warning"
+    ds_line = "(LearnerRankImpl pid=7) [2026-12-06] [INFO] [real_accelerator.py:2] cpu"
+    assert source_of(ds_line)[0] == "deepspeed"
+    assert source_of("iteration 1: rollouts: done in 41.2 s") == ("coplay", False)
+
+
+def test_the_longest_silence_names_the_lines_around_it():
+    lines = [(0.5, "start"), (1.0, "model: smollm2"), (41.0, "cold start: done in 40.0 s"), (42.0, "end")]
+    silence = longest_silence(lines, [0.5, 1.0, 41.0, 42.0], wall=43.0)
+    assert silence == {"seconds": 40.0, "from_s": 1.0, "line_before": "model: smollm2",
+                       "line_after": "cold start: done in 40.0 s"}
+
+
+def test_the_summary_counts_the_demo_apart_from_the_install_and_keeps_the_final_lines():
+    lines = [(0.0, "Collecting torch"), (1.0, ".venv/bin/coplay demo"),
+             (2.0, "INFO 12-06 09:00:01 [a.py:1] x"),
+             (3.0, "iteration 1: rollouts: done in 1.0 s"), (4.0, "run folder:   runs/demo"),
+             (5.0, "demo finished in 5 s")]
+    result = summarize(lines, [t for t, _ in lines], 0, 6.0, ["make", "demo"], "abc1234")
+    assert result["by_source"] == {"make/pip": 2, "coplay": 3, "vllm": 1}
+    assert result["after_install"]["lines"] == 4 and result["after_install"]["coplay_share"] == 0.75
+    assert result["final_summary"] == ["run folder:   runs/demo", "demo finished in 5 s"]

@@ -123,9 +123,14 @@ class RolloutWorkerImpl:
                              tokens, dict(ctx.counters))
 
     def complete(self, adapter: str | None, prompts: list[list[dict[str, str]]], n: int, max_tokens: int,
-                 temperature: float, seed: int, regex: str | None = None) -> list[list[BankCompletion]]:
+                 temperature: float, seed: int | list[int],
+                 regex: str | None = None) -> list[list[BankCompletion]]:
         """Sample n completions per chat prompt with `adapter` (engine name or None), under `regex` when
-        given: the skill bank's calls."""
+        given: the skill bank's calls. Sample j of prompt i uses seed `seed + 1000 i + j`, or `seed[i] + j`
+        when `seed` is a list (one per prompt: the bank's concurrent calls derive it from the prompt's
+        content, so a prompt samples the same however the calls are split over workers)."""
+        if isinstance(seed, list) and len(seed) != len(prompts):
+            raise ValueError(f"complete: {len(seed)} seeds for {len(prompts)} prompts")
         from coplay.agent.prompts import PromptTooLong, encode, fit_messages
         from coplay.engines.base import parse_engine_name
 
@@ -141,7 +146,8 @@ class RolloutWorkerImpl:
                 full = encode(self.engine.tokenizer, messages)
                 ids, cut = full[-budget:], len(full) - budget
             cuts.append(cut)
-            requests += [GenerationRequest(ids, adapter, sampling, seed=seed + 1000 * i + j, regex=regex)
+            base = seed[i] if isinstance(seed, list) else seed + 1000 * i
+            requests += [GenerationRequest(ids, adapter, sampling, seed=base + j, regex=regex)
                          for j in range(n)]
         outs = self.engine.generate(requests)
         groups = []

@@ -15,7 +15,7 @@ inside an update however fast the update itself is. Nothing in a run calls it.
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Any
 
 import ray
@@ -23,6 +23,7 @@ import ray
 from coplay.actors.connect import named_actor
 from coplay.config import CoplayConfig
 from coplay.skills.caller import FunctionCaller
+from coplay.skills.concurrent_calls import ConcurrentCaller
 from coplay.skills.schema import Bank, bank_key_for
 from coplay.skills.teacher import dedupe, seed_bank
 from coplay.skills.update import update_bank
@@ -31,6 +32,41 @@ from coplay.types import BankUpdate, Sample, Trajectory, decode_shard
 
 class QueueFull(RuntimeError):
     """The bounded shard queue is full: the driver must wait for an update before submitting more."""
+
+
+class WorkerBackend:
+    """`coplay.skills.concurrent_calls.Backend` over the rollout workers: one submit's prompts are split in
+    contiguous slices over every worker (each slice one `complete` call, all in flight at once, with each
+    prompt's own seed), and gathered in prompt order when a round waits for them. Which worker answers
+    which slice only spreads the load: the seeds come with the prompts."""
+
+    def __init__(self, owner: SkillBankImpl, engine_names: dict[str, str | None], temperature: float) -> None:
+        self.owner = owner
+        self.engine_names = engine_names
+        self.temperature = temperature
+
+    def submit(self, adapter: str, prompts: list[Any], seeds: list[int], n: int, max_tokens: int,
+               regex: str | None) -> list[Any]:
+        workers = self.owner.workers
+        parts = min(len(workers), len(prompts))
+        refs, start = [], 0
+        for k in range(parts):
+            stop = start + len(prompts) // parts + (1 if k < len(prompts) % parts else 0)
+            worker = workers[(self.owner.next_worker + k) % len(workers)]
+            refs.append(worker.complete.remote(self.engine_names.get(adapter), prompts[start:stop], n,
+                                               max_tokens, self.temperature, seeds[start:stop], regex))
+            start = stop
+        self.owner.next_worker += 1
+        return refs
+
+    def wait(self, handle: list[Any]) -> list[list[Any]]:
+        groups = [group for part in ray.get(handle) for group in part]
+        self.owner.prompts_trimmed += sum(1 for group in groups if group and group[0].prompt_cut_tokens)
+        return groups
+
+    def ready(self, handle: list[Any]) -> bool:
+        done, _ = ray.wait(handle, num_returns=len(handle), timeout=0)
+        return len(done) == len(handle)
 
 
 class SkillBankImpl:
@@ -49,6 +85,8 @@ class SkillBankImpl:
         self.teacher: list[tuple[str, list[dict[str, str]], str]] = []
         self.delay_next_update_s = 0.0
         self.prompts_trimmed = 0  # bank prompts of the current key cut to fit engine.max_model_len
+        self.answers: OrderedDict[str, list[Any]] = OrderedDict()  # the concurrent calls' answer cache
+        self.next_worker = 0  # where the concurrent backend's next call starts (spreads the load only)
 
     def submit(self, iteration: int, shard: bytes) -> int:
         """Queue one shard (msgpack bytes); raises `QueueFull` past `skill_bank.queue_size`."""
@@ -80,7 +118,20 @@ class SkillBankImpl:
             self._workers = [named_actor(name) for name in self.worker_names]
         return self._workers
 
-    def _caller(self, engine_names: dict[str, str | None], iteration: int) -> FunctionCaller:
+    def _caller(self, engine_names: dict[str, str | None],
+                iteration: int) -> FunctionCaller | ConcurrentCaller:
+        """The update's model caller: `skill_bank.calls.concurrent` (futures over every worker, content
+        seeds, this actor's answer cache, `coplay.skills.concurrent_calls`), else the old path below."""
+        calls = self.cfg.skill_bank.calls
+        if calls.concurrent:
+            backend = WorkerBackend(self, engine_names, self.cfg.sampling.temperature)
+            return ConcurrentCaller(backend, engine_names, self.cfg.seeds.run, cache=self.answers,
+                                    cache_size=calls.cache_size, chunk_prompts=calls.chunk_prompts)
+        return self._sequential_caller(engine_names, iteration)
+
+    def _sequential_caller(self, engine_names: dict[str, str | None], iteration: int) -> FunctionCaller:
+        """The old path (`calls.concurrent: false`): one blocking call per round to one worker after
+        another (round robin), seeds by call order."""
         worker_count = len(self.workers)
         temperature = self.cfg.sampling.temperature
         calls = {"n": 0}

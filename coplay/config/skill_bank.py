@@ -87,6 +87,32 @@ class MaintenanceConfig(Section):
     size_penalty: float = Field(0.005, ge=0.0, description="bank quality penalty per skill")
 
 
+class BankCallsConfig(Section):
+    """How a bank update's model calls reach the rollout workers' engines (issue 35 item 3). The old path
+    (`concurrent: false`) makes one blocking call per round (segment, curator, contract) to one worker after
+    another, seeds by call order; it stays selectable so the benchmark can measure both in one run
+    (`benchmarks/bank_calls.py`)."""
+
+    concurrent: bool = Field(
+        True, description="send each round's prompts as futures split over every rollout worker, with a seed "
+                          "per prompt derived from its content (never from call or completion order), and "
+                          "answer prompts already asked in this actor from the content-keyed cache")
+    prefetch: bool = Field(
+        True, description="with `concurrent`: send the curator and contract prompts the update will "
+                          "most likely ask (from the segmentation before the segment adapter answers) "
+                          "together with the segment prompts; a round then takes the answers of the prompts "
+                          "that came out byte-identical and asks only the others, so the three rounds "
+                          "overlap instead of running one after another")
+    cache_size: int = Field(
+        256, ge=0, description="with `concurrent`: answers (prompt groups) kept across updates, keyed by "
+                               "engine adapter name, prompt, n, max_tokens and constraint; 0: only within "
+                               "one update. An update asks a few dozen prompts, and a group holds its prompt "
+                               "and completion token ids (tens of KB), so a few hundred is plenty")
+    chunk_prompts: int = Field(
+        0, ge=0, description="with `concurrent`: prompts per submitted call, each call split over the "
+                             "workers (0: a round's prompts in one call)")
+
+
 class SkillBankConfig(Section):
     """The skill-bank agent (docs/agents.md): its stages' thresholds, and how it runs."""
 
@@ -104,3 +130,4 @@ class SkillBankConfig(Section):
     segmentation: SegmentationConfig = SegmentationConfig()
     contracts: ContractConfig = ContractConfig()
     maintenance: MaintenanceConfig = MaintenanceConfig()
+    calls: BankCallsConfig = BankCallsConfig()

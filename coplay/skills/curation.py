@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from coplay.config import SkillBankConfig
-from coplay.skills.caller import ModelCaller, call_adapter
+from coplay.skills.caller import ChatMessages, ModelCaller, call_adapter
 from coplay.skills.maintenance import Proposal, apply_proposal, invalid_reason
 from coplay.skills.model_rounds import group_prefix
 from coplay.skills.prompts import curator_prompt, parse_verdict
@@ -57,6 +57,13 @@ def decide(verdicts: Sequence[str | None], quality_before: float, quality_after:
     return "fallback_reject", False
 
 
+def curator_prompts(bank: Bank, valid: Sequence[Proposal]) -> list[ChatMessages]:
+    """The curator prompts of the proposals that are valid against `bank` (one builder for the round and
+    for `coplay.skills.update.speculate`, which sends them ahead)."""
+    return [curator_prompt(bank.game, p.op, [bank.skills[t] for t in p.targets], p.evidence, p.new_skills)
+            for p in valid]
+
+
 def curator_round(caller: ModelCaller | None, bank: Bank, proposals: Sequence[Proposal], cfg: SkillBankConfig,
                   iteration: int, max_tokens: int, quality: Callable[[Bank], float],
                   counts: Counter[str]) -> tuple[Bank, list[Sample], list[dict[str, Any]]]:
@@ -73,9 +80,7 @@ def curator_round(caller: ModelCaller | None, bank: Bank, proposals: Sequence[Pr
         records.append({**proposal.describe(), "verdict": "invalid", "applied": False, "reason": reason})
     groups: list[list[Sample]] = [[] for _ in valid]
     if caller is not None and valid:
-        prompts = [curator_prompt(bank.game, p.op, [bank.skills[t] for t in p.targets], p.evidence,
-                                  p.new_skills) for p in valid]
-        groups = call_adapter(caller, "curator", prompts, cfg.group_size, max_tokens,
+        groups = call_adapter(caller, "curator", curator_prompts(bank, valid), cfg.group_size, max_tokens,
                               group_prefix(bank, iteration))
     samples: list[Sample] = []
     q_now = quality(bank) if valid else 0.0

@@ -48,20 +48,17 @@ def ranking_bonus(ranking: Sequence[str] | None, weight: float) -> dict[str, flo
     return {label: weight * ((m - 1 - r) / (m - 1) if m > 1 else 1.0) for r, label in enumerate(ranking)}
 
 
-def segment_round(caller: ModelCaller, bank: Bank, train: Sequence[Trajectory],
-                  segments: Mapping[str, list[Segment]], heldout_before: HeldOutEval, cfg: SkillBankConfig,
-                  iteration: int, max_tokens: int, counts: Counter[str]) -> list[Sample]:
-    """Ask the `segment` adapter about segments whose label margin is small; relabel by its first sample."""
+def segment_requests(bank: Bank, train: Sequence[Trajectory], segments: Mapping[str, list[Segment]],
+                     cfg: SkillBankConfig) -> tuple[list[ChatMessages], list[tuple[Any, ...]]]:
+    """The `segment` prompts of the segments whose label margin is small (closest first, at most
+    `segmentation.max_prompts`) and, per prompt, (trajectory, segment, labels shown, tags): one builder for
+    the round and for `coplay.skills.update.speculate`, which sends them first."""
     if not bank.skills or cfg.segmentation.max_prompts == 0:
-        return []
-    prior = cfg.segmentation.duration_prior.get(bank.game, 5.0)
-    profiles = skill_profiles(bank, prior)
+        return [], []
     by_id = {t.episode_id: t for t in train}
     close = sorted(((seg.margin, seg.episode_id, seg.start, seg) for segs in segments.values() for seg in segs
                     if seg.margin < cfg.segmentation.margin),
                    key=lambda x: x[:3])[:cfg.segmentation.max_prompts]
-    if not close:
-        return []
     prompts, metas = [], []
     for _, episode_id, _, seg in close:
         traj = by_id[episode_id]
@@ -73,6 +70,18 @@ def segment_round(caller: ModelCaller, bank: Bank, train: Sequence[Trajectory],
         prompts.append(segment_prompt(bank.game, tags, [s.action for s in traj.steps[seg.start:seg.end]],
                                       seg.effects, seg.reward, seg.length, shown, labels))
         metas.append((traj, seg, labels, tags))
+    return prompts, metas
+
+
+def segment_round(caller: ModelCaller, bank: Bank, train: Sequence[Trajectory],
+                  segments: Mapping[str, list[Segment]], heldout_before: HeldOutEval, cfg: SkillBankConfig,
+                  iteration: int, max_tokens: int, counts: Counter[str]) -> list[Sample]:
+    """Ask the `segment` adapter about segments whose label margin is small; relabel by its first sample."""
+    prompts, metas = segment_requests(bank, train, segments, cfg)
+    if not prompts:
+        return []
+    prior = cfg.segmentation.duration_prior.get(bank.game, 5.0)
+    profiles = skill_profiles(bank, prior)
     groups = call_adapter(caller, "segment", prompts, cfg.group_size, max_tokens,
                           group_prefix(bank, iteration))
     heldout_by_skill: dict[str, list[frozenset[str]]] = {}
@@ -141,6 +150,14 @@ def skill_contract_prompt(bank: Bank, skill: Skill) -> ChatMessages:
                            literal_frequencies(effects), bank.features, start, skill.stats.mean_duration)
 
 
+def contract_requests(bank: Bank, skills: Sequence[Skill],
+                      cfg: SkillBankConfig) -> tuple[list[ChatMessages], str | None]:
+    """The `contract` prompts of `skills` and the grammar they are sampled under (None: unconstrained); one
+    builder for the round and for `coplay.skills.update.speculate`."""
+    regex = contract_regex(bank.features) if cfg.constrained_contracts else None
+    return [skill_contract_prompt(bank, skill) for skill in skills], regex
+
+
 def contract_round(caller: ModelCaller, bank: Bank, skill_ids: Sequence[str],
                    heldout_effects: Mapping[str, list], cfg: SkillBankConfig, iteration: int,
                    max_tokens: int, counts: Counter[str]) -> list[Sample]:
@@ -149,8 +166,7 @@ def contract_round(caller: ModelCaller, bank: Bank, skill_ids: Sequence[str],
     skills: list[Skill] = [bank.skills[i] for i in skill_ids]
     if not skills:
         return []
-    prompts = [skill_contract_prompt(bank, skill) for skill in skills]
-    regex = contract_regex(bank.features) if cfg.constrained_contracts else None
+    prompts, regex = contract_requests(bank, skills, cfg)
     groups = call_adapter(caller, "contract", prompts, cfg.group_size, max_tokens,
                           group_prefix(bank, iteration), regex=regex)
     samples: list[Sample] = []

@@ -18,12 +18,18 @@ from coplay.config import SkillBankConfig
 from coplay.skills.boundaries import propose_boundaries
 from coplay.skills.caller import ModelCaller
 from coplay.skills.contracts import instance_passes, update_base_rates
-from coplay.skills.curation import curator_round
+from coplay.skills.curation import curator_prompts, curator_round
 from coplay.skills.heldout import evaluate_bank, segment_all
 from coplay.skills.induction import propose_inductions
 from coplay.skills.literals import feature_kinds
-from coplay.skills.maintenance import enforce_size, name_uniquely, propose_operations, tag_counts
-from coplay.skills.model_rounds import contract_round, segment_round
+from coplay.skills.maintenance import (
+    enforce_size,
+    invalid_reason,
+    name_uniquely,
+    propose_operations,
+    tag_counts,
+)
+from coplay.skills.model_rounds import contract_requests, contract_round, segment_requests, segment_round
 from coplay.skills.schema import Bank, BankError, Instance, bank_key_for
 from coplay.skills.segmentation import NEW, Segment, segment_trajectory, skill_profiles
 from coplay.types import Sample, Trajectory
@@ -135,6 +141,41 @@ def refreshed_skills(bank: Bank, segments: Sequence[Segment], skip: Sequence[str
     return sorted(gained, key=lambda sid: (-gained[sid], sid))[:limit]
 
 
+def speculate(caller: Any, work: Bank, train: Sequence[Trajectory], segments: Mapping[str, list[Segment]],
+              flat: Sequence[Segment], cfg: SkillBankConfig, iteration: int, trivial: frozenset[str],
+              candidates: Sequence[Mapping[str, Any]], tokens: Mapping[str, int]) -> None:
+    """Send, before the segment round is answered, the prompts the three rounds will most likely ask
+    (`skill_bank.calls.prefetch`): the segment prompts first, then the curator prompts of the proposals that
+    follow if the segment adapter relabels nothing, then the contract prompts of the skills those proposals
+    would create and of the skills most likely refreshed. Why: the rounds depend on each other, so asked one
+    after another an update costs three engine round trips; sent together they cost about one. Nothing here
+    decides anything: each round later builds its own prompts from the real state and takes from the caller's
+    content-keyed cache only the answers of prompts that came out byte-identical (a relabel or a rejected
+    proposal just leaves some speculative answers unused, counted `unused`). Works on a deep copy: `work`
+    and the segments are not touched."""
+    n = cfg.group_size
+    prompts, _ = segment_requests(work, train, segments, cfg)
+    if prompts:
+        caller.prefetch("segment", prompts, n, tokens["segment"])
+    spec, scratch = work.copy(), Counter[str]()
+    record_usage(spec, flat, cfg, iteration, scratch)
+    proposals = (propose_operations(spec, cfg, iteration, trivial, scratch)
+                 if iteration % cfg.maintenance.every == 0 else [])
+    if candidates:
+        proposals += propose_inductions(spec, candidates, cfg, iteration, trivial, scratch)
+        name_uniquely(spec, proposals)
+    valid = [p for p in proposals if invalid_reason(spec, p, cfg) is None]
+    if valid:
+        caller.prefetch("curator", curator_prompts(spec, valid), n, tokens["curator"])
+    targets = {t for p in valid for t in p.targets}
+    created = [skill for p in valid for skill in p.new_skills]
+    refreshed = [spec.skills[sid]
+                 for sid in refreshed_skills(spec, flat, [], cfg.contracts.refresh + len(targets))]
+    contract_prompts, regex = contract_requests(spec, created + refreshed, cfg)
+    if contract_prompts:
+        caller.prefetch("contract", contract_prompts, n, tokens["contract"], regex)
+
+
 def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCaller | None,
                 cfg: SkillBankConfig, iteration: int, max_tokens: Mapping[str, int] | None = None,
                 candidates: Sequence[Mapping[str, Any]] = ()) -> tuple[Bank, list[Sample], dict[str, Any]]:
@@ -179,6 +220,8 @@ def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCal
     heldout_before = evaluate_bank(work, heldout, boundaries, cfg, shuffle_seed=None)
 
     samples: list[Sample] = []
+    if model is not None and cfg.calls.prefetch and hasattr(model, "prefetch"):
+        speculate(model, work, train, segments, flat, cfg, iteration, trivial, candidates, tokens)
     if model is not None:
         samples += segment_round(model, work, train, segments, heldout_before, cfg, iteration,
                                  tokens["segment"], counts)
@@ -215,6 +258,8 @@ def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCal
         samples += contract_round(model, work, changed, held_effects, cfg, iteration, tokens["contract"],
                                   counts)
 
+    if model is not None and hasattr(model, "finish"):
+        model.finish()  # a concurrent caller: land what is done, count prefetched prompts no round asked
     final = evaluate_bank(work, heldout, boundaries, cfg, shuffle_seed=iteration)
     work.version, work.iteration = bank.version + 1, iteration
     work.operations = records

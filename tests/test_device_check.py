@@ -19,8 +19,13 @@ CHECKS = {"sft_loss_falls", "engine_serves_the_adapter", "learner_matches_engine
 
 
 def _run(*args: str, timeout: int = 600) -> tuple[int, dict]:
+    from coplay.learn.distributed import lone_process_env
+
+    # a learner built in this pytest process earlier (other tests) exported RANK / MASTER_PORT: a child that
+    # inherits them takes itself for rank 0 of that group and cannot listen on its port (EADDRINUSE)
     proc = subprocess.run([sys.executable, "-m", "benchmarks.device_check", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=REPO)
+                          text=True, timeout=timeout, cwd=REPO, env=lone_process_env())
+    assert proc.stdout.strip(), f"no JSON report (exit {proc.returncode}); stderr:\n{proc.stderr[-3000:]}"
     return proc.returncode, json.loads(proc.stdout)
 
 

@@ -28,13 +28,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ACTOR_PREFIX = re.compile(r"^\((?:[\w.:]+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Ray's `(Actor pid=N)` (and `ip=...`), and vLLM's `(MainProcess pid=N)` inside it; either may repeat
+ACTOR_PREFIX = re.compile(r"^(?:\((?:[\w.:-]+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?)+")
 VLLM_LOG = re.compile(r"^(?:\x1b\[[0-9;]*m)?(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)(?:\x1b\[[0-9;]*m)? "
                       r"\d\d-\d\d \d\d:\d\d:\d\d")
 RAY_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\s+(?:INFO|WARNING|ERROR|DEBUG)\s+\S+\.py:\d+ -- ")
 DEEPSPEED = re.compile(r"\[DeepSpeed\]|\bdeepspeed\b|real_accelerator|\[(?:INFO|WARNING)\] \[", re.I)
 WARNING = re.compile(r"\b\w*Warning: |^\s+warnings\.warn\(|^\s+warn\(")
-MAKE_PIP = re.compile(r"^(?:\.venv/bin/|make(?:\[\d+\])?: |Collecting |Requirement already|Installing |"
+MAKE_PIP = re.compile(r"^(?:\.venv/bin/|make(?:\[\d+\])?: |(?:WARNING|ERROR|DEPRECATION|NOTICE): |"
+                      r"Collecting |Requirement already|Installing |"
                       r"Successfully |Downloading |Building |Created wheel|python3?(?:\.\d+)? -m |"
                       r"uv |Using |Resolved |Prepared |Installed |Audited | [+-] )")
 SUMMARY_START = "run folder:"
@@ -42,8 +45,9 @@ SUMMARY_START = "run folder:"
 
 def source_of(line: str) -> tuple[str, bool]:
     """(source, printed by a Ray actor) for one console line."""
-    stripped = ACTOR_PREFIX.sub("", line)
-    via_actor = stripped != line
+    plain = ANSI.sub("", line)
+    stripped = ACTOR_PREFIX.sub("", plain)
+    via_actor = stripped != plain
     for name, pattern in (("vllm", VLLM_LOG), ("ray", RAY_LOG), ("deepspeed", DEEPSPEED),
                           ("python warning", WARNING), ("make/pip", MAKE_PIP)):
         if pattern.search(stripped):
@@ -123,14 +127,34 @@ def summarize(lines: list[tuple[float, str]], arrivals: list[float], code: int, 
             "final_summary": texts[starts[-1]:] if starts else texts[-20:]}
 
 
+def recount(txt: Path) -> int:
+    """Summarize a saved `<out>.txt` again with today's classifier, updating `<out>.json` (its command,
+    commit, exit code and wall time are kept)."""
+    lines = []
+    for row in txt.read_text().splitlines():
+        match = re.match(r"^\[\s*([\d.]+)s\] (.*)$", row)
+        if match:
+            lines.append((float(match.group(1)), match.group(2)))
+    old = json.loads(txt.with_suffix(".json").read_text())
+    result = {**old, **summarize(lines, [t for t, _ in lines], old["exit_code"], old["wall_s"],
+                                 old["command"].split(), old["commit"])}
+    txt.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fresh-clone", action="store_true",
                         help="git clone this checkout's HEAD into a temporary folder and run there")
     parser.add_argument("--out", default="benchmarks/results/demo-transcript",
                         help="path stem of the .txt transcript and the .json summary")
+    parser.add_argument("--recount", metavar="TXT",
+                        help="summarize a transcript written before (its line times stand for the arrivals)")
     parser.add_argument("command", nargs="*", default=["make", "demo"])
     args = parser.parse_args(argv)
+    if args.recount:
+        return recount(Path(args.recount))
     root = Path(__file__).resolve().parents[1]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
                             text=True, check=True).stdout.strip()

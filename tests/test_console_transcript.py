@@ -9,11 +9,14 @@ from benchmarks.console_transcript import longest_silence, source_of, summarize
 def test_lines_are_told_apart_by_the_format_each_library_logs_in():
     assert source_of("INFO 12-06 09:00:01 [loader.py:12] Loading weights took 0.3 s") == ("vllm", False)
     assert source_of("(RolloutWorkerImpl pid=412) WARNING 12-06 09:00:01 [lora.py:3] x") == ("vllm", True)
+    colored = "\x1b[36m(RolloutWorkerImpl pid=8)\x1b[0m (MainProcess pid=8) WARNING 12-06 10:19:49 [c.py:2] x"
+    assert source_of(colored) == ("vllm", True)
     ray_line = "2026-12-06 09:00:00,123\tINFO worker.py:1821 -- Started a local Ray instance."
     assert source_of(ray_line)[0] == "ray"
     assert source_of("/x/y.py:3: FutureWarning: `a` is deprecated")[0] == "python warning"
     ds_line = "(LearnerRankImpl pid=7) [2026-12-06] [INFO] [real_accelerator.py:2] cpu"
     assert source_of(ds_line)[0] == "deepspeed"
+    assert source_of("WARNING: Location 'file:///opt/x/' is ignored")[0] == "make/pip"  # pip's own style
     assert source_of("iteration 1: rollouts: done in 41.2 s") == ("coplay", False)
 
 

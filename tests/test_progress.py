@@ -151,8 +151,8 @@ def test_overlapping_phases_each_report_their_own_time_and_a_long_wait_is_never_
     assert "iteration 2: rollouts: done in 60.0 s, 320 steps" in err
     assert err[-1] == "bank update over iteration 1: done in 81.7 s, collected 93.0 s after its start"
     beats = [line for line in err if line.startswith("still running: ")]
-    assert beats[0] == ("still running: iteration 2: rollouts 15 s, 0/4 episode seats; bank update over "
-                        "iteration 1 15 s; GRPO step 1 on the samples of iteration 1 15 s")
+    assert beats[0] == ("still running: iteration 2: rollouts (15 s, 0/4 episode seats); bank update over "
+                        "iteration 1 (15 s); GRPO step 1 on the samples of iteration 1 (15 s)")
     # at 15, 30 and 45 s; then 15 and 30 s after the rollouts' end line at 61 s, no longer naming them
     assert len(beats) == 5 and not any("rollouts" in line for line in beats[3:])
 
@@ -179,7 +179,7 @@ def test_a_quiet_phase_shows_only_once_it_lasts(fake_console, capsys):
     with progress.phase("sync: 5 adapter versions and 1 banks to the workers", quiet=True):
         _run_for(progress, ticks, 20)
     assert capsys.readouterr().err.splitlines() == [
-        "still running: sync: 5 adapter versions and 1 banks to the workers 15 s",
+        "still running: sync: 5 adapter versions and 1 banks to the workers (15 s)",
         "sync: 5 adapter versions and 1 banks to the workers: done in 20.0 s"]
 
 

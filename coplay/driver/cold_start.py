@@ -113,7 +113,8 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
         bank_examples = system.bank_teacher_examples() if ablation.updates_bank else []
         examples = cap_per_adapter(examples + bank_examples, cfg.sft.max_examples())
         started = time.perf_counter()
-        with phase(f"cold start: SFT of {len(examples)} examples, {cfg.sft.epochs} epochs",
+        epochs = f"{cfg.sft.epochs} epoch" + ("s" if cfg.sft.epochs != 1 else "")
+        with phase(f"cold start: SFT of {len(examples)} examples, {epochs}",
                    unit="batches") as bar:
             report["sft"] = system.learner.sft(examples, cfg.sft.epochs, cfg.sft.lr, cfg.sft.min_batches(),
                                                progress=bar)

@@ -139,9 +139,10 @@ class Phase:
         return f"{self.done}{size} {self.unit}".rstrip()
 
     def status(self, now: float) -> str:
-        """`iteration 2: rollouts 45 s, 3/8 episode seats`: the heartbeat's words for this phase."""
+        """`iteration 2: rollouts (45 s, 3/8 episode seats)`: the heartbeat's words for this phase (the time in
+        brackets, so it never reads as part of a description that ends in a count)."""
         count = self.count()
-        return f"{self.description} {now - self.started:.0f} s" + (f", {count}" if count else "")
+        return f"{self.description} ({now - self.started:.0f} s" + (f", {count})" if count else ")")
 
     def set_total(self, total: int) -> None:
         self.total = total

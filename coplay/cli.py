@@ -30,6 +30,7 @@ def _guarded(command: str, start: Callable[[], Path | None], announce: bool = Tr
     line (finished: 0; nothing to do: 0; stopped: 130; failed in an actor: 1; bad input or run folder: 2)."""
     from coplay.actors.connect import ClusterConnectError
     from coplay.actors.learner_group import LearnerDiedError
+    from coplay.actors.storage_probe import SharedStorageError
     from coplay.artifacts import ArtifactError
     from coplay.driver.interrupt import bounded_stop
     from coplay.driver.preflight import RunFinished, RunStopped
@@ -50,7 +51,7 @@ def _guarded(command: str, start: Callable[[], Path | None], announce: bool = Tr
             print(f"{command}: stopped (Ctrl-C or SIGTERM)", file=sys.stderr)
             return 130
         except (ArtifactError, CheckpointError, ClusterConnectError, LearnerDiedError, ResumeError,
-                RunDirError) as exc:
+                RunDirError, SharedStorageError) as exc:
             print(f"{command}: {exc}", file=sys.stderr)
             return 2
     if announce:

@@ -115,7 +115,7 @@ def test_the_republish_policy_stops_after_the_configured_failures():
 
 def test_the_ledger_holds_the_serving_set_and_a_window_and_reads_older_versions_back(tmp_path):
     run = RunDir.create(tmp_path, "w", "{}\n")
-    ledger = ArtifactLedger(run, window=3)
+    ledger = ArtifactLedger(run, window_bytes=3 * 1010)  # room for three of these 1008-byte versions
     published = {}
     for v in range(1, 21):
         files = {"adapter_config.json": b'{"r": 8}', "adapter_model.safetensors": bytes([v]) * 1000}
@@ -134,7 +134,7 @@ def test_the_ledger_holds_the_serving_set_and_a_window_and_reads_older_versions_
 
 def test_a_ledger_rebuilt_from_the_run_folder_knows_every_version_and_skips_bad_manifests(tmp_path):
     run = RunDir.create(tmp_path, "r", "{}\n")
-    first = ArtifactLedger(run, window=1)
+    first = ArtifactLedger(run, window_bytes=1)
     files = _bundle(b"1")
     adapter = first.publish_adapter("retrieve", 3, files, bundle_sha256(files), learner_step=2)
     bank = first.publish_bank("avalon/good", 2, b'{"v": 2}', iteration=2)
@@ -144,9 +144,51 @@ def test_a_ledger_rebuilt_from_the_run_folder_knows_every_version_and_skips_bad_
     broken.mkdir(parents=True)
     (broken / "manifest.json").write_text("{not json")
     (run.root / "adapters" / "act" / ".v3.tmp").mkdir()  # a version the store died while writing
-    rebuilt = ArtifactLedger.from_run(run, window=1)
+    rebuilt = ArtifactLedger.from_run(run, window_bytes=1)
     assert rebuilt.adapters == {("retrieve", 3): adapter, ("act", 1): first.adapters[("act", 1)]}
     assert rebuilt.banks == {("avalon/good", 2): bank} and rebuilt.held_bytes() == 0
     assert len(rebuilt.skipped) == 1 and "act/v2/manifest.json" in rebuilt.skipped[0]
     assert rebuilt.get_adapter("retrieve", 3)[0].files == files
     assert rebuilt.get_bank("avalon/good", 2)[0] == b'{"v": 2}'
+
+
+def test_the_window_is_a_byte_budget_not_a_count_of_versions(tmp_path):
+    """One large version takes the room of many small ones; the serving set is held whatever its size."""
+    run = RunDir.create(tmp_path, "b", "{}\n")
+    ledger = ArtifactLedger(run, window_bytes=10_000)
+    for v in range(1, 9):  # eight small versions of about 1 KB fit
+        files = {"adapter_config.json": b"{}", "adapter_model.safetensors": bytes([v]) * 1000}
+        ledger.publish_adapter("act", v, files, bundle_sha256(files), learner_step=v)
+    assert len(ledger.held) == 8
+    big = {"adapter_config.json": b"{}", "adapter_model.safetensors": b"x" * 9_500}
+    ledger.publish_adapter("act", 9, big, bundle_sha256(big), learner_step=9)
+    assert set(ledger.held) == {("adapter", "act", 9)} and ledger.held_bytes() == 9_502  # the rest went
+    huge = {"adapter_config.json": b"{}", "adapter_model.safetensors": b"y" * 50_000}
+    ledger.publish_adapter("act", 10, huge, bundle_sha256(huge), learner_step=10)
+    assert not ledger.held and ledger.held_bytes() == 0  # alone larger than the window: let go at once
+    ledger.pin([("act", 10)], {})  # once served, held whatever its size (read back once)
+    assert ledger.get_adapter("act", 10)[0].files == huge and ledger.reads == 1
+    assert set(ledger.held) == {("adapter", "act", 10)} and ledger.held_bytes() == 50_002
+
+
+def test_sealed_payloads_are_held_and_handed_out_as_sealed(tmp_path):
+    """The store's sealing (Ray's object store) stands in here as a box: held and handed out as the box,
+    opened for `get_adapter`, sealed anew when read back from the run folder; a publisher's seal is kept."""
+    run = RunDir.create(tmp_path, "s", "{}\n")
+    seals = []
+
+    def seal(bundle):
+        seals.append(bundle.sha256)
+        return ("box", bundle)
+
+    ledger = ArtifactLedger(run, window_bytes=0, seal=seal, unseal=lambda box: box[1])
+    files = _bundle(b"1")
+    ledger.pin([("act", 1)], {})  # served: held although the window is 0
+    ledger.publish_adapter("act", 1, files, bundle_sha256(files), learner_step=1)
+    sealed, record = ledger.holding("act", 1)
+    assert sealed[0] == "box" and ledger.get_adapter("act", 1)[0].files == files and len(seals) == 1
+    other = _bundle(b"2")
+    ledger.publish_adapter("act", 2, other, bundle_sha256(other), learner_step=2, sealed=("mine", None))
+    assert len(seals) == 1 and ("adapter", "act", 2) not in ledger.held  # window 0: let go at once
+    again, _ = ledger.holding("act", 2)  # read back from the run folder and sealed by the ledger
+    assert again[0] == "box" and again[1].files == other and ledger.reads == 1 and len(seals) == 2

@@ -2,9 +2,17 @@
 in the run folder, acknowledgements (docs/architecture.md). The logic is
 `coplay.artifacts.ledger.ArtifactLedger`.
 
+Adapter traffic (docs/gpu-clusters.md): each adapter version enters Ray's object store once. The learner's
+rank 0 puts the bundle there and the store is handed the `ObjectRef` (`publish_adapter_ref`); a version
+published by value (`publish_adapter`) or read back from the run folder is put by the store itself. The
+store holds the ref, never a heap copy, and workers pull the bundle by that ref (`adapter_ref`,
+`coplay.actors.adapter_pull`): Ray copies it to each node once, however many workers there pull it, instead
+of serializing it anew into every worker's reply. A ref whose owner died (the learner rank that put it) is
+replaced from the run-folder copy on request (`reseal_adapter`, counted).
+
 Besides the ledger it remembers the *serving set* (the adapter and bank versions the driver last asked every
 worker to serve), so a restarted or newly added RolloutWorker pulls the current versions by itself; the
-serving set's bytes stay in memory, other versions only within `cluster.store_window` (older ones are read
+serving set's bytes stay held, other versions only within `cluster.store_window_mb` (older ones are read
 back from the run folder on demand). The serving set is also written to the run folder (`serving.json`).
 
 A restarted store (Ray restarts it, `max_restarts=-1`) rebuilds its ledger from the run folder's manifests
@@ -18,13 +26,16 @@ corrupt-artifact protocol on a real cluster. Nothing in a run calls it.
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import ray
 
 from coplay.actors.connect import actor_restarted
 from coplay.artifacts import ADAPTER_WEIGHTS, AdapterBundle, ArtifactLedger
-from coplay.artifacts.ledger import DEFAULT_WINDOW
+from coplay.artifacts.ledger import DEFAULT_WINDOW_BYTES
 from coplay.files import write_json_atomic
 from coplay.runs import RunDir
 from coplay.types import AdapterVersion, BankVersion
@@ -38,21 +49,38 @@ def _flipped(data: bytes) -> bytes:
     return data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1:]
 
 
+@dataclass(frozen=True)
+class AdapterDelivery:
+    """One adapter version for a worker: the `ObjectRef` of its `AdapterBundle` in Ray's object store (the
+    worker gets it with `ray.get`, a pull from the nearest node holding it), its record and its size."""
+
+    ref: Any
+    record: AdapterVersion
+    nbytes: int
+
+
 @ray.remote(num_cpus=0, max_restarts=-1)
 class ArtifactStore:
     """Holds every published version; workers pull by version and acknowledge the checksum they loaded."""
 
-    def __init__(self, run_root: str | None, window: int = DEFAULT_WINDOW) -> None:
+    def __init__(self, run_root: str | None, window_bytes: int = DEFAULT_WINDOW_BYTES) -> None:
         run = RunDir.open(Path(run_root)) if run_root else None
         self.restarted = actor_restarted()
         self.serving_adapters: list[tuple[str, int]] = []
         self.serving_banks: dict[str, int] = {}
         self.corrupt_next: dict[tuple[str, str, int], int] = {}  # test hook: deliveries left to corrupt
+        self.puts = self.reseals = 0  # bundles this store put into the object store; lost refs replaced
+        seal = {"seal": self._seal, "unseal": ray.get}
         if run is not None and self.restarted:
-            self.ledger = ArtifactLedger.from_run(run, window)
+            self.ledger = ArtifactLedger.from_run(run, window_bytes, **seal)
             self._load_serving(run)
         else:
-            self.ledger = ArtifactLedger(run, window)
+            self.ledger = ArtifactLedger(run, window_bytes, **seal)
+
+    def _seal(self, bundle: AdapterBundle) -> Any:
+        """Put a bundle into Ray's object store (this store owns it); counted."""
+        self.puts += 1
+        return ray.put(bundle)
 
     def _serving_path(self) -> Path | None:
         return self.ledger.run.root / "serving.json" if self.ledger.run is not None else None
@@ -69,23 +97,57 @@ class ArtifactStore:
 
     def pid(self) -> int:
         """The actor's process id (memory measurements)."""
-        import os
-
         return os.getpid()
 
+    def storage_probe(self, run_root: str, token: str) -> Any:
+        """Write this actor's probe file into the run folder (`coplay.actors.storage_probe`)."""
+        from coplay.actors.storage_probe import write_probe
+
+        return write_probe(run_root, "the artifact store", token)
+
     def memory(self) -> dict[str, int]:
-        """What the store holds: payload bytes in memory, versions held, versions known, reads from the run
-        folder, whether this incarnation is a restart."""
+        """What the store holds: payload bytes held (adapters in Ray's object store, banks in memory),
+        versions held, versions known, reads from the run folder, bundles it put into the object store, lost
+        refs it replaced, whether this incarnation is a restart."""
         return {"held_bytes": self.ledger.held_bytes(), "held_versions": len(self.ledger.held),
                 "versions": len(self.ledger.adapters) + len(self.ledger.banks), "reads": self.ledger.reads,
-                "restarted": int(self.restarted)}
+                "puts": self.puts, "reseals": self.reseals, "restarted": int(self.restarted)}
 
     # ------------------------------------------------------------------ adapters
     def publish_adapter(self, adapter: str, version: int, files: dict[str, bytes], sha256: str,
                         learner_step: int) -> AdapterVersion:
+        """Publish by value (tools, tests): the store puts the bundle into the object store itself."""
         return self.ledger.publish_adapter(adapter, version, files, sha256, learner_step)
 
+    def publish_adapter_ref(self, adapter: str, version: int, refs: list[Any], sha256: str,
+                            learner_step: int) -> AdapterVersion:
+        """Publish a bundle its publisher already put into the object store (`refs`: [its ObjectRef], in a
+        list so Ray hands over the ref, not the value): its bytes are read once here for the run-folder
+        copy and the checksum, and the ref itself is what workers pull."""
+        (ref,) = refs
+        bundle: AdapterBundle = ray.get(ref)
+        return self.ledger.publish_adapter(adapter, version, bundle.files, sha256, learner_step, sealed=ref)
+
+    def adapter_ref(self, adapter: str, version: int) -> AdapterDelivery:
+        """A version by reference (what workers pull); read back from the run folder and put anew when it
+        is outside the window."""
+        ref, record = self.ledger.holding(adapter, version)
+        if self._corrupt_this("adapter", adapter, version):
+            bundle = ray.get(ref)
+            files = {**bundle.files, ADAPTER_WEIGHTS: _flipped(bundle.files[ADAPTER_WEIGHTS])}
+            ref = ray.put(AdapterBundle(files, bundle.sha256))  # the announced checksum no longer matches
+        key = ("adapter", adapter, version)
+        return AdapterDelivery(ref, record, self.ledger.sizes.get(key, 0))
+
+    def reseal_adapter(self, adapter: str, version: int) -> AdapterDelivery:
+        """A worker could not get a version's ref (its owner, the learner rank that put it, died): the
+        bundle is read back from its run-folder copy and put by this store; counted in `reseals`."""
+        self.reseals += 1
+        self.ledger.republish_adapter(adapter, version)
+        return self.adapter_ref(adapter, version)
+
     def get_adapter(self, adapter: str, version: int) -> tuple[AdapterBundle, AdapterVersion]:
+        """A version by value (the driver's tools and tests; workers pull by reference)."""
         bundle, record = self.ledger.get_adapter(adapter, version)
         if self._corrupt_this("adapter", adapter, version):
             files = {**bundle.files, ADAPTER_WEIGHTS: _flipped(bundle.files[ADAPTER_WEIGHTS])}

@@ -163,6 +163,19 @@ class LearnerRankImpl:
         ZeRO-3; rank 0 returns them)."""
         return self.learner.export(adapters)
 
+    def export_refs(self, adapters: list[str]) -> dict[str, tuple[list[Any], str]]:
+        """`export`, with rank 0 as the publisher: each bundle is put into Ray's object store here, once,
+        and only its ref travels on (adapter -> ([ObjectRef], sha256)); the store and the workers pull the
+        bytes by that ref (docs/gpu-clusters.md). Other ranks take part in the gather and return {}."""
+        bundles = self.export(adapters)
+        return {adapter: ([ray.put(bundle)], bundle.sha256) for adapter, bundle in bundles.items()}
+
+    def storage_probe(self, run_root: str, token: str) -> Any:
+        """Write this rank's probe file into the run folder (`coplay.actors.storage_probe`)."""
+        from coplay.actors.storage_probe import write_probe
+
+        return write_probe(run_root, f"learner rank {self.rank}", token)
+
     def measure_update(self, adapters: list[str], prompts: dict[str, list[Sample]],
                        max_prompts: int) -> dict[str, dict[str, Any]]:
         """`Learner.measure_update` in the engines' serving dtype (`engine.dtype`), as plain dicts."""
@@ -298,6 +311,10 @@ class LearnerGroup:
 
     def export(self, adapters: list[str]) -> dict[str, AdapterBundle]:
         return self._all("export", adapters)
+
+    def export_refs(self, adapters: list[str]) -> dict[str, tuple[list[Any], str]]:
+        """Rank 0's bundles as object-store refs (`LearnerRankImpl.export_refs`)."""
+        return self._all("export_refs", adapters)
 
     def measure_update(self, adapters: list[str], prompts: dict[str, list[Sample]],
                        max_prompts: int) -> dict[str, dict[str, Any]]:

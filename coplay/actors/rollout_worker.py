@@ -17,6 +17,7 @@ from typing import Any
 
 import ray
 
+from coplay.actors.adapter_pull import pull_adapter
 from coplay.actors.connect import actor_restarted, named_actor
 from coplay.agent.bank_view import BankSkills
 from coplay.artifacts import ArtifactError, Refusal, SyncReport
@@ -68,7 +69,14 @@ class RolloutWorkerImpl:
         (`coplay.artifacts.serving`), and the given bank versions. Returns what was loaded and refused."""
         report = SyncReport()
         for adapter, version in adapters_to_load(adapters, self.engine.loaded_adapters()):
-            bundle, record = ray.get(self.store.get_adapter.remote(adapter, version))
+            try:  # by ObjectRef: one copy per node, not one serialization per worker (adapter_pull.py)
+                bundle, record, pulled = pull_adapter(self.store, adapter, version)
+            except ArtifactError as exc:
+                report.failed.append(Refusal("adapter", adapter, version, str(exc)))
+                continue
+            report.pulled_bytes += pulled.nbytes
+            report.pull_seconds += pulled.seconds
+            report.resealed += pulled.resealed
             try:
                 sha = self.engine.load_adapter(adapter, version, bundle.files, record.sha256)
             except AdapterRejected as exc:
@@ -172,6 +180,12 @@ class RolloutWorkerImpl:
 
     def ping(self) -> str:
         return self.name
+
+    def storage_probe(self, run_root: str, token: str) -> Any:
+        """Write this worker's probe file into the run folder (`coplay.actors.storage_probe`)."""
+        from coplay.actors.storage_probe import write_probe
+
+        return write_probe(run_root, f"rollout worker {self.worker_id}", token)
 
 
 RolloutWorker = ray.remote(RolloutWorkerImpl)

@@ -34,10 +34,12 @@ from coplay.actors.inflight import (
 from coplay.actors.learner_group import LearnerGroup, actor_gpus
 from coplay.actors.rollout_worker import RolloutWorker
 from coplay.actors.skill_bank_actor import SkillBankActor
+from coplay.actors.storage_probe import StorageCheck
 from coplay.artifacts import ArtifactError, RepublishPolicy
+from coplay.artifacts.traffic import traffic_line
 from coplay.config import BANK_ADAPTERS, CoplayConfig
 from coplay.driver.curriculum import induction_candidates
-from coplay.driver.progress import Phase, begin, close_all, phase
+from coplay.driver.progress import Phase, begin, close_all, phase, say
 from coplay.driver.records import CollectStats, IterationData
 from coplay.driver.schedule import BankSchedule, VersionLedger
 from coplay.driver.spread import spread_plans
@@ -67,8 +69,13 @@ class System:
         restarts = cfg.cluster.max_restarts
         # the actors take one another by name (`coplay.actors.connect.named_actor`): the store is up first
         store = f"{run.root.name}.store"
-        self.store = ArtifactStore.options(name=store).remote(str(run.root), cfg.cluster.store_window)
+        say(traffic_line(cfg))  # what each iteration's adapters will weigh (coplay/artifacts/traffic.py)
+        self.store = ArtifactStore.options(name=store).remote(
+            str(run.root), int(cfg.cluster.store_window_mb * (1 << 20)))
         ray.get(self.store.ping.remote())
+        # a multi-node run checks that every node shares the run folder (coplay/actors/storage_probe.py)
+        self.storage = StorageCheck.for_run(run.root)
+        probes = self.storage.send({"the artifact store": self.store})
         gpu = actor_gpus(cfg.cluster.rollout_worker_gpus)
         names = [f"{run.root.name}.worker-{i}" for i in range(cfg.rollout.workers)]
         self.workers = [RolloutWorker.options(name=names[i], num_cpus=1, num_gpus=gpu,
@@ -84,6 +91,8 @@ class System:
         with phase(f"start-up: learner ({cfg.learner.ranks} ranks, {cfg.learner.backend})"):
             resume = f"Resume exactly from its newest checkpoint with: coplay train --resume {run.root}"
             self.learner = LearnerGroup(cfg, name=run.root.name, resume_hint=resume)
+        self.storage.check({**probes, **self.storage.send({f"learner rank {r}": rank for r, rank in
+                                                            enumerate(self.learner.ranks)})})
         self.bank = SkillBankActor.options(
             name=f"{run.root.name}.bank", num_cpus=0, max_restarts=restarts, max_task_retries=0
         ).remote(self.actor_config, store, names)
@@ -106,6 +115,7 @@ class System:
         system.held, system.frozen = {}, []
         system.engines_bar = Phase(shown=False, closed=True)
         system.probe_prompts = []
+        system.storage = StorageCheck.for_run(None)
         system.republish = RepublishPolicy(cfg.cluster.artifact_max_failures)
         return system
 
@@ -124,6 +134,10 @@ class System:
         start) and return the seconds each worker's start took (the phase timeline's start-up)."""
         wait_alive(self.workers)
         seconds = [float(s) for s in ray.get([w.startup_seconds.remote() for w in self.workers])]
+        # the workers' storage probes, now that they answer (a probe sent earlier would wait for the engine)
+        self.storage.check(self.storage.send({f"rollout worker {i}": w for i, w in enumerate(self.workers)}))
+        self.storage.close()
+        self.storage = StorageCheck.for_run(None)  # checked once
         self.engines_bar.end(max(seconds, default=0.0))
         return seconds
 
@@ -141,11 +155,11 @@ class System:
         """Export the adapters from the learner and publish each as its current version; `timings` gets the
         seconds of each (`export_s`, `publish_s`: the phase timeline)."""
         started = time.perf_counter()
-        bundles, versions = self.learner.export(adapters), self.learner.versions()
+        # rank 0 puts each bundle into the object store once; only refs travel (coplay/actors/adapter_pull.py)
+        bundles, versions = self.learner.export_refs(adapters), self.learner.versions()
         exported = time.perf_counter()
-        for adapter, bundle in bundles.items():
-            ray.get(self.store.publish_adapter.remote(adapter, versions[adapter], bundle.files, bundle.sha256,
-                                                      learner_step))
+        ray.get([self.store.publish_adapter_ref.remote(adapter, versions[adapter], refs, sha256, learner_step)
+                 for adapter, (refs, sha256) in bundles.items()])
         if timings is not None:
             timings.update(export_s=exported - started, publish_s=time.perf_counter() - exported)
         return {adapter: versions[adapter] for adapter in bundles}
@@ -189,6 +203,8 @@ class System:
                 wait_alive([self.workers[index]])
                 continue
             self.held[index] = list(report.held)
+            if report.resealed:  # a version lost with its owner, put anew from the run folder
+                self._fault("resealed_adapters", f"worker-{index}: {report.resealed}")
             if not report.failed:
                 return
             for refusal in report.failed:

@@ -9,9 +9,16 @@ a worker refused a corrupt delivery); restoring adopts a version from the run fo
 (`coplay train --resume`).
 
 Bounded memory: the records of every version stay (a few hundred bytes each), but the *bytes* are held only
-for the pinned versions (the serving set, `pin`) and the `window` most recently published or delivered other
-versions; an older version is read back from its run-folder copy on demand, checked against its manifest and
-its recorded checksum. A ledger without a run folder (tests) has nowhere to read from and keeps everything.
+for the pinned versions (the serving set, `pin`) and the most recently published or delivered other versions
+whose payloads together fit `window_bytes` (a byte budget, not a count: one 8B adapter version weighs as much
+as thousands of tiny ones); an older version is read back from its run-folder copy on demand, checked against
+its manifest and its recorded checksum. A ledger without a run folder (tests) has nowhere to read from and
+keeps everything.
+
+Sealing: what the ledger holds for an adapter version is `seal(bundle)`, by default the bundle itself. The
+ArtifactStore seals into Ray's object store (an `ObjectRef`, put once per version, which workers pull by
+reference), so the bytes live in shared memory rather than in the store's heap; `unseal` turns a held value
+back into the bundle. `holding` hands out the held value itself (the store's delivery by reference).
 
 Rebuilding: `ArtifactLedger.from_run(run)` reads the records of every version the run folder holds from
 their manifests (no bytes), so a restarted ArtifactStore serves every version published before it died.
@@ -24,7 +31,9 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from coplay.artifacts.bundle import AdapterBundle, ArtifactError
 from coplay.artifacts.manifest import (
@@ -43,29 +52,38 @@ from coplay.types import AdapterVersion, BankVersion
 Key = tuple[str, str, int]  # (kind, name, version)
 _VERSION_DIR = re.compile(r"^v(\d+)$")
 _BANK_MANIFEST = re.compile(r"^v(\d+)\.manifest\.json$")
-DEFAULT_WINDOW = 8
+DEFAULT_WINDOW_BYTES = 1 << 30  # 1 GiB: `cluster.store_window_mb`'s default
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 @dataclass
 class ArtifactLedger:
     """Published versions (records, and the bytes of a bounded window) and acknowledgements. `run` None: in
-    memory only (tests). `window`: versions held in memory besides the pinned ones."""
+    memory only (tests). `window_bytes`: payload bytes held besides the pinned versions. `seal` / `unseal`:
+    how an adapter bundle is held and read back (module docstring)."""
 
     run: RunDir | None
-    window: int = DEFAULT_WINDOW
+    window_bytes: int = DEFAULT_WINDOW_BYTES
+    seal: Callable[[AdapterBundle], Any] = _same
+    unseal: Callable[[Any], AdapterBundle] = _same
     adapters: dict[tuple[str, int], AdapterVersion] = field(default_factory=dict)
     banks: dict[tuple[str, int], BankVersion] = field(default_factory=dict)
     # (kind, name, v) -> worker -> sha
     acks: dict[Key, dict[str, str]] = field(default_factory=dict)
-    held: OrderedDict[Key, AdapterBundle | bytes] = field(default_factory=OrderedDict)  # oldest use first
+    held: OrderedDict[Key, Any] = field(default_factory=OrderedDict)  # oldest use first: sealed or bytes
+    sizes: dict[Key, int] = field(default_factory=dict)  # payload bytes of each held version
     pinned: set[Key] = field(default_factory=set)
     reads: int = 0  # versions read back from the run folder on demand
     skipped: list[str] = field(default_factory=list)  # manifests a rebuild could not read
 
     @classmethod
-    def from_run(cls, run: RunDir, window: int = DEFAULT_WINDOW) -> ArtifactLedger:
+    def from_run(cls, run: RunDir, window_bytes: int = DEFAULT_WINDOW_BYTES, seal: Callable = _same,
+                 unseal: Callable = _same) -> ArtifactLedger:
         """The records of every version in the run folder, from their manifests (bytes read on demand)."""
-        ledger = cls(run, window)
+        ledger = cls(run, window_bytes, seal, unseal)
         for folder in sorted(run.root.glob("adapters/*/v*")):
             if folder.is_dir() and _VERSION_DIR.match(folder.name):
                 try:
@@ -95,28 +113,45 @@ class ArtifactLedger:
                        | {("bank", k, v) for k, v in banks.items()})
         self._evict()
 
-    def _hold(self, key: Key, payload: AdapterBundle | bytes) -> None:
-        self.held[key] = payload
+    def _hold(self, key: Key, payload: AdapterBundle | bytes, sealed: Any = None) -> Any:
+        """Hold a payload (an adapter bundle is sealed first, unless `sealed` is given), most recently used
+        last; returns what is held (it may be let go at once when it alone exceeds the window)."""
+        if isinstance(payload, AdapterBundle):
+            self.sizes[key] = sum(len(b) for b in payload.files.values())
+            value = self.seal(payload) if sealed is None else sealed
+        else:
+            self.sizes[key], value = len(payload), payload
+        self.held[key] = value
+        self.held.move_to_end(key)
+        self._evict()
+        return value
+
+    def _touch(self, key: Key) -> None:
         self.held.move_to_end(key)
         self._evict()
 
     def _evict(self) -> None:
+        """Drop the least recently used unpinned payloads until the rest fit `window_bytes`."""
         if self.run is None:
             return  # nothing to read back from
         unpinned = [k for k in self.held if k not in self.pinned]
-        for key in unpinned[:max(0, len(unpinned) - self.window)]:
+        over = sum(self.sizes[k] for k in unpinned) - self.window_bytes
+        for key in unpinned:
+            if over <= 0:
+                break
+            over -= self.sizes.pop(key)
             del self.held[key]
 
     def held_bytes(self) -> int:
-        """Bytes of artifact payloads held in memory now."""
-        return sum(sum(len(b) for b in p.files.values()) if isinstance(p, AdapterBundle) else len(p)
-                   for p in self.held.values())
+        """Bytes of artifact payloads held now (in memory, or in Ray's object store once sealed there)."""
+        return sum(self.sizes[k] for k in self.held)
 
     # ------------------------------------------------------------------ adapters
     def publish_adapter(self, adapter: str, version: int, files: dict[str, bytes], sha256: str,
-                        learner_step: int) -> AdapterVersion:
+                        learner_step: int, sealed: Any = None) -> AdapterVersion:
         """Publish an adapter bundle; the announced checksum must match its bytes (a transfer that changed
-        them is refused)."""
+        them is refused). `sealed`: the bundle already sealed by its publisher (the learner put it into Ray's
+        object store), held instead of sealing it again."""
         bundle = AdapterBundle.of(files)
         if bundle.sha256 != sha256:
             raise ArtifactError(f"adapter {adapter}@v{version}: checksum {sha256[:12]} does not match its "
@@ -132,22 +167,27 @@ class ArtifactLedger:
         else:
             record = AdapterVersion(adapter, version, sha256, learner_step, "")
         self.adapters[key] = record
-        self._hold(("adapter", adapter, version), bundle)
+        self._hold(("adapter", adapter, version), bundle, sealed)
         return record
 
-    def get_adapter(self, adapter: str, version: int) -> tuple[AdapterBundle, AdapterVersion]:
-        """The bundle and record of a version; read back from the run folder when outside the window."""
+    def holding(self, adapter: str, version: int) -> tuple[Any, AdapterVersion]:
+        """What the ledger holds for a version (sealed) and its record; read back from the run folder and
+        sealed anew when outside the window."""
         record = self.adapters.get((adapter, version))
         if record is None:
             raise ArtifactError(f"adapter {adapter}@v{version} was never published")
         key: Key = ("adapter", adapter, version)
-        bundle = self.held.get(key)
-        if bundle is None:
-            bundle = self._read_adapter(record)
-            self.reads += 1
-        self._hold(key, bundle)
-        assert isinstance(bundle, AdapterBundle)
-        return bundle, record
+        if key in self.held:
+            value = self.held[key]
+            self._touch(key)
+            return value, record
+        self.reads += 1
+        return self._hold(key, self._read_adapter(record)), record
+
+    def get_adapter(self, adapter: str, version: int) -> tuple[AdapterBundle, AdapterVersion]:
+        """The bundle and record of a version; read back from the run folder when outside the window."""
+        sealed, record = self.holding(adapter, version)
+        return self.unseal(sealed), record
 
     def _read_adapter(self, record: AdapterVersion) -> AdapterBundle:
         bundle, _ = read_adapter_version(record.path)
@@ -158,7 +198,9 @@ class ArtifactLedger:
     def republish_adapter(self, adapter: str, version: int) -> AdapterVersion:
         """Re-read a published adapter from its run-folder copy (after a refused delivery); the copy must
         still match the recorded checksum."""
-        _, record = self.get_adapter(adapter, version)
+        record = self.adapters.get((adapter, version))  # not `get_adapter`: what is held may be lost
+        if record is None:
+            raise ArtifactError(f"adapter {adapter}@v{version} was never published")
         if not record.path:
             return record  # in memory only: the bytes held are the published ones
         self._hold(("adapter", adapter, version), self._read_adapter(record))
@@ -205,7 +247,9 @@ class ArtifactLedger:
         if data is None:
             data = self._read_bank(record)
             self.reads += 1
-        self._hold(key, data)
+            self._hold(key, data)
+        else:
+            self._touch(key)
         assert isinstance(data, bytes)
         return data, record
 

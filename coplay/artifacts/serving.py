@@ -38,6 +38,9 @@ class SyncReport:
     loaded: list[str] = field(default_factory=list)
     failed: list[Refusal] = field(default_factory=list)
     held: list[str] = field(default_factory=list)  # every adapter the engine holds after the sync
+    pulled_bytes: int = 0  # adapter bytes pulled from Ray's object store (coplay/actors/adapter_pull.py)
+    pull_seconds: float = 0.0
+    resealed: int = 0  # pulls whose object was lost and put anew from the run folder
 
 
 def engine_label(adapter: str, version: int) -> str:

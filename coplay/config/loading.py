@@ -24,6 +24,7 @@ EXTENDS_KEY = "extends"
 #: named: no key is read in two places, so a run's `config.yaml` says exactly what it ran with.
 MOVED_KEYS: dict[tuple[str, ...], str] = {
     ("game", "*", "reward_scale"): "rewards.game_scale.{1}",
+    ("cluster", "store_window"): "cluster.store_window_mb (MiB, not versions)",
 }
 
 

@@ -395,9 +395,12 @@ class ClusterConfig(LearnerPlacement):
                                "PASSIVE keeps idle OpenMP threads from spinning on cores others need "
                                "(docs/platform.md); None: OpenMP's default; a set environment value wins")
     artifact_max_failures: int = Field(3, ge=1)
-    store_window: int = Field(
-        8, ge=0, description="artifact versions the ArtifactStore holds in memory besides the serving set; "
-                             "older ones are read back from the run folder on demand")
+    store_window_mb: float = Field(
+        1024.0, ge=0.0,
+        description="MiB of adapter and bank payloads the ArtifactStore keeps in Ray's object store besides "
+                    "the serving set (a byte budget: at 8B one rank-16 adapter version is ~170 MB in "
+                    "float32); older versions are read back from the run folder on demand "
+                    "(docs/gpu-clusters.md)")
     rollout_worker_gpus: float | None = Field(
         None, ge=0.0,
         description="GPUs per rollout worker; None: 1 on a cluster with GPUs, else 0 (a CPU slot)")

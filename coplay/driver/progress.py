@@ -73,6 +73,7 @@ def quiet_third_party(verbose: bool) -> None:
         logging.getLogger(name).setLevel(level)
     if not verbose:
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        os.environ.setdefault("COPLAY_VLLM_NOTICES", "filter")  # coplay.engines.vllm_notices: why each
         os.environ.setdefault("DS_LOG_LEVEL", "warning")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "warning")
         os.environ.setdefault("RAY_DEDUP_LOGS", "1")
@@ -139,8 +140,8 @@ class Phase:
         return f"{self.done}{size} {self.unit}".rstrip()
 
     def status(self, now: float) -> str:
-        """`iteration 2: rollouts (45 s, 3/8 episode seats)`: the heartbeat's words for this phase (the time in
-        brackets, so it never reads as part of a description that ends in a count)."""
+        """`iteration 2: rollouts (45 s, 3/8 episode seats)`: the heartbeat's words for this phase (the time
+        in brackets, so it never reads as part of a description that ends in a count)."""
         count = self.count()
         return f"{self.description} ({now - self.started:.0f} s" + (f", {count})" if count else ")")
 

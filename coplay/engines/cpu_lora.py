@@ -32,7 +32,11 @@ _originals: dict[str, Any] = {}
 
 def register() -> None:
     """vLLM general plugin (runs in every vLLM process, possibly more than once): apply the mode the
-    environment names, on the CPU platform only; without it vLLM's own ops stay."""
+    environment names, on the CPU platform only; without it vLLM's own ops stay. It also filters vLLM's
+    known notices in this process (`coplay.engines.vllm_notices`): the plugin is coplay's one hook there."""
+    from coplay.engines import vllm_notices
+
+    vllm_notices.install()
     mode = os.environ.get(MODE_ENV)
     if mode not in MODES:
         return

@@ -19,6 +19,9 @@ def make_engine(model: ModelConfig, engine: EngineConfig, *, seed: int = 0, devi
     Build a `vllm` engine under `if __name__ == "__main__":` or in a fixture: vLLM spawns processes.
     """
     if engine.backend == "vllm":
+        from coplay.engines import vllm_notices
+
+        vllm_notices.install()  # here; coplay's vLLM plugin installs it in the processes vLLM starts
         from coplay.engines.vllm_engine import VllmEngine
 
         return VllmEngine(model, engine, seed=seed, work_dir=work_dir)

@@ -100,6 +100,7 @@ class System:
         self.serving: tuple[list[tuple[str, int]], dict[str, int]] = ([], {})
         self.held: dict[int, list[str]] = {}  # worker index -> adapters it held after its last sync
         self.frozen: list[int] = []  # frozen `act` versions of the serving set
+        self.pulled = [0, 0.0]
         self.republish = RepublishPolicy(cfg.cluster.artifact_max_failures)
         self.faults: dict[str, Any] = {}
         self.probe_prompts: list[Sample] = []  # the newest probe's act samples (`kl_prompts`)
@@ -112,7 +113,7 @@ class System:
         system.cfg, system.run, system.store, system.workers = cfg, run, store, workers
         system.learner = system.bank = None
         system.bank_payloads, system.serving, system.faults = {}, ([], {}), {}
-        system.held, system.frozen = {}, []
+        system.held, system.frozen, system.pulled = {}, [], [0, 0.0]
         system.engines_bar = Phase(shown=False, closed=True)
         system.probe_prompts = []
         system.storage = StorageCheck.for_run(None)
@@ -203,6 +204,7 @@ class System:
                 wait_alive([self.workers[index]])
                 continue
             self.held[index] = list(report.held)
+            self.pulled = [self.pulled[0] + report.pulled_bytes, self.pulled[1] + report.pull_seconds]
             if report.resealed:  # a version lost with its owner, put anew from the run folder
                 self._fault("resealed_adapters", f"worker-{index}: {report.resealed}")
             if not report.failed:
@@ -343,6 +345,9 @@ class System:
         frozen = {engine_name("act", v) for v in self.frozen}
         stats.adapters_held = max((len(h) for h in self.held.values()), default=0)
         stats.frozen_held = max((len(frozen.intersection(h)) for h in self.held.values()), default=0)
+        # adapter bytes and seconds the workers pulled since the previous line (syncs of the probe and the
+        # evaluation after a learner step count in the next iteration's line)
+        (stats.pulled_bytes, stats.pull_s), self.pulled = self.pulled, [0, 0.0]
         return data, stats
 
     def bank_update(self, data: IterationData, versions: dict[str, int], base: dict[str, int]) -> BankJob:

@@ -271,7 +271,8 @@ def iteration_record(iteration: int, data: IterationData, stats: CollectStats, b
                     "bank_s": stats.bank_s,
                     "bank_wait_s": stats.bank_wait_s, "train_s": train_json.get("train_seconds", 0.0),
                     "update_measure_s": train_json.get("measure_seconds", 0.0)},
-        "serving": {"adapters_held": stats.adapters_held, "frozen_held": stats.frozen_held},
+        "serving": {"adapters_held": stats.adapters_held, "frozen_held": stats.frozen_held,
+                    "pulled_bytes": stats.pulled_bytes, "pull_s": round(stats.pull_s, 3)},
         # one entry per rollout chunk, i.e. per worker that rolled out: who was busy and for how long
         "workers": {"rollout_s": stats.worker_seconds, "episodes": stats.worker_episodes},
         "generated_tokens": stats.generated_tokens,

@@ -50,6 +50,8 @@ class CollectStats:
     bank_s: float = 0.0
     adapters_held: int = 0  # the most adapter versions any worker held while these rollouts ran
     frozen_held: int = 0  # the most frozen `act` versions any worker held meanwhile
+    pulled_bytes: int = 0  # adapter bytes the workers pulled from the object store since the last line
+    pull_s: float = 0.0  # their pull seconds, summed over workers
     worker_seconds: list[float] = field(default_factory=list)  # per chunk (one per worker): rollout time
     worker_episodes: list[int] = field(default_factory=list)  # per chunk: episode seats played
 

@@ -93,6 +93,9 @@ def test_every_adapter_trains_with_reward_variance_and_workers_acknowledge(run):
     assert final["final_bank_versions"]["2048"] > records[0]["bank_versions"]["2048"]
     for name, acks in final["acknowledgements"].items():
         assert set(acks) == {"worker-0"}, f"{name} not acknowledged by every worker: {acks}"
+    # adapters reach the worker by ObjectRef; each line says how many bytes its sync pulled (issue 38 item 5)
+    pulled = [r["serving"]["pulled_bytes"] for r in records if "serving" in r]
+    assert sum(pulled) > 0 and min(pulled) >= 0, pulled
     assert sorted(p.name for p in run.shards.glob("*.msgpack"))[:1] == ["it00001-w000-0000.msgpack"]
     assert (run.checkpoint_dir(3) / "state.json").is_file() and any(run.tb.iterdir())
 

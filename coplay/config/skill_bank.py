@@ -98,11 +98,15 @@ class BankCallsConfig(Section):
                           "per prompt derived from its content (never from call or completion order), and "
                           "answer prompts already asked in this actor from the content-keyed cache")
     prefetch: bool = Field(
-        True, description="with `concurrent`: send the curator and contract prompts the update will "
-                          "most likely ask (from the segmentation before the segment adapter answers) "
-                          "together with the segment prompts; a round then takes the answers of the prompts "
-                          "that came out byte-identical and asks only the others, so the three rounds "
-                          "overlap instead of running one after another")
+        False, description="with `concurrent`: send the curator and contract prompts the update will "
+                           "most likely ask (from the segmentation before the segment adapter answers) "
+                           "together with the segment prompts; a round then takes the answers of the "
+                           "prompts that came out byte-identical and asks only the others, so the three "
+                           "rounds overlap instead of running one after another. Off by default: on the CPU "
+                           "engine, which is busy, not idle, between rounds, the guesses a relabel or a "
+                           "rejection made useless cost more than the overlap saved (SmolLM2, "
+                           "benchmarks/results/bank-calls-smollm2.json); it pays where engines have idle "
+                           "capacity (several workers, GPUs)")
     cache_size: int = Field(
         256, ge=0, description="with `concurrent`: answers (prompt groups) kept across updates, keyed by "
                                "engine adapter name, prompt, n, max_tokens and constraint; 0: only within "

@@ -172,7 +172,7 @@ def test_without_relabels_the_three_rounds_cost_one_round_trip(shards, monkeypat
     old = bank_outcome(*update_bank(seeded, fresh, old_caller(), config(concurrent=False), 1))
     backend = Workers()
     caller = new_caller(backend)
-    assert bank_outcome(*update_bank(seeded, fresh, caller, config(), 1)) == old
+    assert bank_outcome(*update_bank(seeded, fresh, caller, config(prefetch=True), 1)) == old
     first_wait = backend.log.index("wait")
     assert backend.log[:first_wait] == ["submit segment", "submit curator", "submit contract"], backend.log
     assert all(entry == "wait" for entry in backend.log[first_wait:]), backend.log
@@ -224,7 +224,8 @@ def test_a_small_cache_keeps_what_the_running_update_still_needs(shards):
     seeded, fresh, _ = shards
     reference = bank_outcome(*update_bank(seeded, fresh, new_caller(Workers()), config(), 1))
     caller = new_caller(Workers(), cache_size=0)
-    assert bank_outcome(*update_bank(seeded, fresh, caller, config(cache_size=0), 1)) == reference
+    result = update_bank(seeded, fresh, caller, config(cache_size=0, prefetch=True), 1)
+    assert bank_outcome(*result) == reference
     assert len(caller.cache) == 0
 
 

@@ -125,6 +125,8 @@ class EngineConfig(Section):
     cpu_lora_ops: Literal["grouped", "vllm"] = Field(
         "grouped", description="vLLM CPU build only: LoRA as one matmul per request (grouped) or vLLM's own "
                                "ops, which copy the adapter's weights per token (coplay/engines/cpu_lora.py)")
+    cpu_start: Literal["lean", "vllm"] = Field("lean", description="vLLM CPU build only: lean runs the model "
+        "worker in vLLM's engine core process (one spawn fewer per start; same threads); vllm: vLLM's own")
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "auto"
 
 

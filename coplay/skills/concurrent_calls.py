@@ -131,8 +131,11 @@ class ConcurrentCaller:
         return sent
 
     # ----------------------------------------------------------------------------------------- receiving
-    def _land(self, flight: _Flight, waited: float) -> None:
+    def _land(self, flight: _Flight, since: float | None) -> None:
+        """Wait for one call and cache its answers; `since`: when the round started waiting (its seconds are
+        counted up to the answers' arrival), None for calls landed without waiting (`finish`)."""
         groups = self.backend.wait(flight.handle)
+        waited = time.perf_counter() - since if since is not None else 0.0
         if len(groups) != len(flight.keys):
             raise CallerError(f"{flight.adapter}: backend returned {len(groups)} groups for "
                               f"{len(flight.keys)} prompts")
@@ -172,7 +175,7 @@ class ConcurrentCaller:
             seen.add(key)
         waiting = {id(self.in_flight[k]): self.in_flight[k] for k in keys if k in self.in_flight}
         for flight in waiting.values():
-            self._land(flight, time.perf_counter() - started)
+            self._land(flight, started)
         self.asked.update(keys)
         out: list[list[Sample]] = []
         for key in keys:
@@ -191,7 +194,7 @@ class ConcurrentCaller:
         running (never waited for) and count the prefetched prompts no round asked for as `unused`."""
         for flight in list(self.flights):
             if self.backend.ready(flight.handle):
-                self._land(flight, 0.0)
+                self._land(flight, None)
         for key, adapter in self.prefetched.items():
             if key not in self.asked:
                 self.counts[f"{adapter}_unused"] += 1

@@ -109,15 +109,18 @@ class FunctionCaller:
             raise CallerError(f"{adapter}: generate returned {len(raw)} groups for {len(prompts)} prompts")
         self.calls[adapter] = self.calls.get(adapter, 0) + len(prompts) * n
         self.usage.setdefault(adapter, CallUsage()).add(raw, time.perf_counter() - started)
-        out: list[list[Sample]] = []
-        for group in raw:
-            if len(group) != n:
-                raise CallerError(f"{adapter}: generate returned {len(group)} completions, expected n={n}")
-            samples = [_to_sample(adapter, c) for c in group]
-            for sample in samples if applied else ():
-                sample.meta["regex"] = applied  # the learner masks its logits the same way
-            out.append(samples)
-        return out
+        return [group_samples(adapter, group, n, applied) for group in raw]
+
+
+def group_samples(adapter: str, group: list[Completion | str], n: int, regex: str | None) -> list[Sample]:
+    """One prompt's `n` completions as Samples, each carrying the `regex` it was sampled under (the learner
+    masks its logits the same way); a backend that returned another count is an error, not a short group."""
+    if len(group) != n:
+        raise CallerError(f"{adapter}: backend returned {len(group)} completions, expected n={n}")
+    samples = [_to_sample(adapter, c) for c in group]
+    for sample in samples if regex else ():
+        sample.meta["regex"] = regex
+    return samples
 
 
 def _to_sample(adapter: str, completion: Completion | str) -> Sample:

@@ -25,7 +25,7 @@ from collections import Counter, OrderedDict
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from coplay.skills.caller import CallerError, CallUsage, ChatMessages, Completion, _to_sample
+from coplay.skills.caller import CallerError, CallUsage, ChatMessages, Completion, group_samples
 from coplay.types import Sample
 
 SEED_MODULUS = 2**31 - 1  # engines take a non-negative 32-bit seed; per-sample seeds add j < n to it
@@ -177,15 +177,7 @@ class ConcurrentCaller:
         for flight in waiting.values():
             self._land(flight, started)
         self.asked.update(keys)
-        out: list[list[Sample]] = []
-        for key in keys:
-            group = self.cache[key]
-            if len(group) != n:
-                raise CallerError(f"{adapter}: backend returned {len(group)} completions, expected n={n}")
-            samples = [_to_sample(adapter, c) for c in group]
-            for sample in samples if regex else ():
-                sample.meta["regex"] = regex  # the learner masks its logits the same way
-            out.append(samples)
+        out = [group_samples(adapter, self.cache[key], n, regex) for key in keys]
         self._trim(set(keys))
         return out
 

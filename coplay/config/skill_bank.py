@@ -105,8 +105,8 @@ class BankCallsConfig(Section):
                            "rounds overlap instead of running one after another. Off by default: on the CPU "
                            "engine, which is busy, not idle, between rounds, the guesses a relabel or a "
                            "rejection made useless cost more than the overlap saved (SmolLM2, "
-                           "benchmarks/results/bank-calls-smollm2.json); it pays where engines have idle "
-                           "capacity (several workers, GPUs)")
+                           "benchmarks/results/bank-calls-smollm2-prefetch.json); where engines have "
+                           "idle capacity (several workers, GPUs) it may pay, not measured")
     cache_size: int = Field(
         256, ge=0, description="with `concurrent`: answers (prompt groups) kept across updates, keyed by "
                                "engine adapter name, prompt, n, max_tokens and constraint; 0: only within "

@@ -91,7 +91,7 @@ class ConcurrentCaller:
         self.prefetched: dict[str, str] = {}  # key -> adapter, of prompts sent ahead by `prefetch`
         self.usage: dict[str, CallUsage] = {}
         self.calls: dict[str, int] = {}
-        self.counts: Counter[str] = Counter()
+        self.counts: Counter[tuple[str, str]] = Counter()  # (adapter, cached | speculative | ...)
 
     # ------------------------------------------------------------------------------------------ sending
     def _key(self, adapter: str, prompt: ChatMessages, n: int, max_tokens: int, regex: str | None) -> str:
@@ -127,7 +127,7 @@ class ConcurrentCaller:
         fresh = {k for k in keys if k not in known}
         sent = len(fresh)
         self.prefetched.update((k, adapter) for k in fresh)
-        self.counts[f"{adapter}_speculative"] += sent
+        self.counts[(adapter, "speculative")] += sent
         return sent
 
     # ----------------------------------------------------------------------------------------- receiving
@@ -169,9 +169,9 @@ class ConcurrentCaller:
         seen: set[str] = set()
         for key in keys:  # each prompt is sent now, or was sent ahead (prefetch_used), or is `cached`
             if key in self.prefetched and key not in self.asked and key not in seen:
-                self.counts[f"{adapter}_prefetch_used"] += 1
+                self.counts[(adapter, "prefetch_used")] += 1
             elif key in known or key in seen:
-                self.counts[f"{adapter}_cached"] += 1
+                self.counts[(adapter, "cached")] += 1
             seen.add(key)
         waiting = {id(self.in_flight[k]): self.in_flight[k] for k in keys if k in self.in_flight}
         for flight in waiting.values():
@@ -189,7 +189,7 @@ class ConcurrentCaller:
                 self._land(flight, None)
         for key, adapter in self.prefetched.items():
             if key not in self.asked:
-                self.counts[f"{adapter}_unused"] += 1
+                self.counts[(adapter, "unused")] += 1
                 self.in_flight.pop(key, None)
         self.prefetched = {}
         self.flights = [f for f in self.flights if any(k in self.in_flight for k in f.keys)]
@@ -199,10 +199,10 @@ class ConcurrentCaller:
         """Per adapter: `CallUsage` plus the prompt counts `cached`, `speculative`, `prefetch_used` and
         `unused` (see the class docstring)."""
         out: dict[str, dict[str, float]] = {}
-        for adapter in sorted(set(self.usage) | {k.split("_", 1)[0] for k in self.counts}):
+        for adapter in sorted(set(self.usage) | {a for a, _ in self.counts}):
             row: dict[str, float] = asdict(self.usage.get(adapter, CallUsage()))
             for part in ("cached", "speculative", "prefetch_used", "unused"):
-                row[part] = self.counts.get(f"{adapter}_{part}", 0)
+                row[part] = self.counts[(adapter, part)]
             out[adapter] = row
         return out
 

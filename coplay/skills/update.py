@@ -148,7 +148,9 @@ def speculate(caller: Any, work: Bank, train: Sequence[Trajectory], segments: Ma
     (`skill_bank.calls.prefetch`): the segment prompts first, then the curator prompts of the proposals that
     follow if the segment adapter relabels nothing, then the contract prompts of the skills those proposals
     would create and of the skills most likely refreshed. Why: the rounds depend on each other, so asked one
-    after another an update costs three engine round trips; sent together they cost about one. Nothing here
+    after another an update costs three engine round trips; sent together they can overlap. Measured on one
+    CPU engine it cost more than it saved (the guesses a rejection made useless doubled the contract tokens:
+    benchmarks/results/bank-calls-smollm2-prefetch.json), hence off by default. Nothing here
     decides anything: each round later builds its own prompts from the real state and takes from the caller's
     content-keyed cache only the answers of prompts that came out byte-identical (a relabel or a rejected
     proposal just leaves some speculative answers unused, counted `unused`). Works on a deep copy: `work`

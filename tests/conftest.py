@@ -43,32 +43,15 @@ def tiny_bank_engine(tiny_model_config):
 def tiny_caller(tiny_bank_engine):
     """The tiny model on the `hf` engine answering the bank's prompts (mostly garbage: it is untrained)."""
     from coplay.skills import FunctionCaller
+    from tests.helpers import bank_generate
 
-    return FunctionCaller(_generate_with(tiny_bank_engine, cap=48), pass_max_tokens=True)
+    return FunctionCaller(bank_generate(tiny_bank_engine, cap=48), pass_max_tokens=True)
 
 
 @pytest.fixture(scope="session")
 def constrained_tiny_caller(tiny_bank_engine):
     """The same, sampling under the constraints the bank asks for (the SkillBankActor's caller does)."""
     from coplay.skills import FunctionCaller
+    from tests.helpers import bank_generate
 
-    return FunctionCaller(_generate_with(tiny_bank_engine, cap=2048), pass_max_tokens=True, pass_regex=True)
-
-
-def _generate_with(engine, cap: int):
-    from coplay.agent.prompts import encode
-    from coplay.engines.base import GenerationRequest, SamplingParams
-    from coplay.skills.caller import Completion
-
-    def generate(adapter, prompts, n, max_tokens, regex=None):
-        requests = [GenerationRequest(encode(engine.tokenizer, p), None,
-                                      SamplingParams(temperature=1.0, max_tokens=min(max_tokens, cap)),
-                                      seed=17 * i + j, regex=regex)
-                    for i, p in enumerate(prompts) for j in range(n)]
-        outs = engine.generate(requests)
-        return [[Completion(text=o.text, prompt_ids=list(r.prompt_ids), completion_ids=list(o.token_ids),
-                            logprobs=list(o.logprobs), temperature=1.0, finish_reason=o.finish_reason)
-                 for r, o in zip(requests[i * n:(i + 1) * n], outs[i * n:(i + 1) * n], strict=True)]
-                for i in range(len(prompts))]
-
-    return generate
+    return FunctionCaller(bank_generate(tiny_bank_engine, cap=2048), pass_max_tokens=True, pass_regex=True)

@@ -176,3 +176,25 @@ def is_loopback(ip: str) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     return address.is_loopback
+
+
+def bank_generate(engine, cap: int, temperature: float = 1.0):
+    """A bank caller's `generate` over `engine` (base model); prompt i's sample j is seeded `seeds[i] + j`
+    when seeds are given (the concurrent calls' content seeds), else `17 i + j`."""
+    from coplay.agent.prompts import encode
+    from coplay.engines.base import GenerationRequest, SamplingParams
+    from coplay.skills.caller import Completion
+
+    def generate(adapter, prompts, n, max_tokens, regex=None, seeds=None):
+        requests = [GenerationRequest(encode(engine.tokenizer, p), None,
+                                      SamplingParams(temperature=temperature,
+                                                     max_tokens=min(max_tokens, cap)),
+                                      seed=(seeds[i] if seeds else 17 * i) + j, regex=regex)
+                    for i, p in enumerate(prompts) for j in range(n)]
+        outs = engine.generate(requests)
+        return [[Completion(text=o.text, prompt_ids=list(r.prompt_ids), completion_ids=list(o.token_ids),
+                            logprobs=list(o.logprobs), temperature=temperature, finish_reason=o.finish_reason)
+                 for r, o in zip(requests[i * n:(i + 1) * n], outs[i * n:(i + 1) * n], strict=True)]
+                for i in range(len(prompts))]
+
+    return generate

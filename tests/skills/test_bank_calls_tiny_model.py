@@ -14,29 +14,10 @@ from coplay.config import SkillBankConfig
 from coplay.rollout.bot_episodes import play_bot_episodes
 from coplay.skills import Bank, FunctionCaller, update_bank
 from coplay.skills.concurrent_calls import ConcurrentCaller
+from tests.helpers import bank_generate
 
 pytestmark = pytest.mark.slow
 ENGINES = {"segment": None, "contract": None, "curator": None}
-
-
-def greedy_generate(engine: Any):
-    from coplay.agent.prompts import encode
-    from coplay.engines.base import GenerationRequest, SamplingParams
-    from coplay.skills.caller import Completion
-
-    def generate(adapter: str, prompts: list[Any], n: int, max_tokens: int, regex: str | None = None,
-                 seeds: list[int] | None = None) -> list[list[Completion]]:
-        requests = [GenerationRequest(encode(engine.tokenizer, p), None,
-                                      SamplingParams(temperature=0.0, max_tokens=min(max_tokens, 48)),
-                                      seed=(seeds[i] if seeds else 17 * i) + j, regex=regex)
-                    for i, p in enumerate(prompts) for j in range(n)]
-        outs = engine.generate(requests)
-        return [[Completion(text=o.text, prompt_ids=list(r.prompt_ids), completion_ids=list(o.token_ids),
-                            logprobs=list(o.logprobs), temperature=0.0, finish_reason=o.finish_reason)
-                 for r, o in zip(requests[i * n:(i + 1) * n], outs[i * n:(i + 1) * n], strict=True)]
-                for i in range(len(prompts))]
-
-    return generate
 
 
 class ThreadBackend:
@@ -59,7 +40,7 @@ def test_greedy_tiny_model_builds_the_same_bank_on_both_paths(tiny_bank_engine):
     expert = play_bot_episodes("2048", "expert", list(range(8)), max_steps=40)
     seeded, _, _ = update_bank(Bank("2048"), expert, None, cfg, iteration=0)
     fresh = play_bot_episodes("2048", "expert", list(range(8, 14)), max_steps=40)
-    generate = greedy_generate(tiny_bank_engine)
+    generate = bank_generate(tiny_bank_engine, cap=48, temperature=0.0)  # greedy
     old = update_bank(seeded, fresh, FunctionCaller(generate, pass_max_tokens=True, pass_regex=True),
                       cfg.with_values({"calls.concurrent": False}), 1)
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:

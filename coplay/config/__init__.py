@@ -8,6 +8,7 @@
     curriculum.py  skill-guided self-play: the proposer, the task gate, its rewards and routing
     loading.py     YAML files (`extends:`), dotted overrides that merge like YAML, `ConfigError`
     ablation.py    `ablation.variant`: which parts of co-evolution run (the paper's ablation)
+    engine.py      the inference engines of the rollout workers (vLLM or hf)
     probe.py       the per-decision probe in a run and the prompts of the served-policy KL
     prompt.py      `rollout.prompt_format`: the act prompt's layout (`full` or `compact`)
     training.py    what a config must pass to train (`require_trainable`), not to evaluate or play
@@ -36,6 +37,7 @@ from coplay.config.base import (
     active_adapters,
 )
 from coplay.config.curriculum import CurriculumConfig
+from coplay.config.engine import EngineConfig
 from coplay.config.loading import ConfigError, apply_override, load_config, parse_override, read_yaml
 from coplay.config.probe import ProbeConfig
 from coplay.config.selfplay import LeagueConfig, SelfPlayConfig
@@ -51,7 +53,6 @@ from coplay.config.tree import (
     ClusterConfig,
     CoplayConfig,
     EndpointConfig,
-    EngineConfig,
     EvalConfig,
     GameConfig,
     LearnerConfig,

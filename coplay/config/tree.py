@@ -24,6 +24,7 @@ from coplay.config.adapters import (
 from coplay.config.base import ADAPTER_NAMES, GAME_KEYS, Section, active_adapters, str_keys
 from coplay.config.cold_start import ActBalanceConfig
 from coplay.config.curriculum import CurriculumConfig
+from coplay.config.engine import EngineConfig
 from coplay.config.grouping import StateGroupsConfig
 from coplay.config.placement import LearnerPlacement
 from coplay.config.probe import ProbeConfig
@@ -107,27 +108,6 @@ class EndpointConfig(Section):
         if missing:
             raise ValueError(f"{who} needs {' and '.join(missing)} (an OpenAI-compatible endpoint, e.g. "
                              f"{who}.endpoint.base_url=http://127.0.0.1:8000/v1)")
-
-
-class EngineConfig(Section):
-    """Inference engines (token-in/token-out) in the rollout workers."""
-
-    backend: Literal["vllm", "hf"] = "vllm"
-    max_loras: int = Field(
-        12, ge=1, description="LoRA slots: current + previous version of each adapter + opponents")
-    max_lora_rank: int = Field(16, ge=1)
-    max_model_len: int = Field(8192, ge=128)
-    max_num_seqs: int = Field(64, ge=1)
-    enable_prefix_caching: bool = True
-    enforce_eager: bool = False
-    gpu_memory_utilization: float = Field(0.85, gt=0.0, le=1.0)
-    cpu_kvcache_gib: int = Field(1, ge=1, description="VLLM_CPU_KVCACHE_SPACE on the CPU build")
-    cpu_lora_ops: Literal["grouped", "vllm"] = Field(
-        "grouped", description="vLLM CPU build only: LoRA as one matmul per request (grouped) or vLLM's own "
-                               "ops, which copy the adapter's weights per token (coplay/engines/cpu_lora.py)")
-    cpu_start: Literal["lean", "vllm"] = Field("lean", description="vLLM CPU build only: lean runs the model "
-        "worker in vLLM's engine core process (one spawn fewer per start; same threads); vllm: vLLM's own")
-    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "auto"
 
 
 class SamplingConfig(Section):

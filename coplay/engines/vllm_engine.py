@@ -17,7 +17,9 @@ The only module of coplay that imports vllm (GPU package `vllm`, or its CPU buil
   base-model rows in a batch that also holds LoRA rows silently get the last slot's adapter (vLLM 0.32.0,
   `vllm/lora/ops/torch_ops/lora_ops.py`). So on CPU, base-model requests are served through a pinned
   all-zero adapter (exactly the base model: it adds 0.0) in one extra slot, and no row ever has index -1.
-- On the CPU build, `VLLM_CPU_KVCACHE_SPACE` is set from `engine.cpu_kvcache_gib`. vLLM starts its engine
+- On the CPU build, `VLLM_CPU_KVCACHE_SPACE` is set from `engine.cpu_kvcache_gib`, and
+  `VLLM_CPU_OMP_THREADS_BIND` from `engine.cpu_threads_bind` where set (vLLM's automatic binding leaves one
+  core of the machine to others; `0-1` gives a 2-core machine's both to the model). vLLM starts its engine
   core with multiprocessing spawn: construct the engine under `if __name__ == "__main__":` (or in a test
   fixture), never at import time.
 - Start-up on the CPU build (`engine.cpu_start`, issue 35 item 4): with LoRA enabled vLLM's CPU platform
@@ -122,9 +124,12 @@ class VllmEngine(Engine):
             disable_log_stats=True, **self._cpu_scheduling(),
             use_tqdm_on_load=False,  # its weight-loading bar reaches the run's console as two lines per start
         )
-        if self.on_cpu and cfg.cpu_start == "lean":
-            return _lean_cpu_engine(args)
-        return AsyncLLM.from_engine_args(args)
+        bind = {} if not self.on_cpu or cfg.cpu_threads_bind is None else {
+            "VLLM_CPU_OMP_THREADS_BIND": threads_bind(cfg.cpu_threads_bind)}
+        with _env(bind, override=True):  # read while the engine core starts, then restored
+            if self.on_cpu and cfg.cpu_start == "lean":
+                return _lean_cpu_engine(args)
+            return AsyncLLM.from_engine_args(args)
 
     def _cpu_scheduling(self) -> dict[str, Any]:
         """On the CPU build, no chunked prefill: a seeded request whose prefill is split makes vLLM rewind its
@@ -343,6 +348,14 @@ class VllmEngine(Engine):
                 await self._drop(dropped)
         tail = final.prompt_logprobs[len(prompt_ids):]
         return [float(step[token].logprob) for token, step in zip(completion_ids, tail, strict=True)]
+
+
+def threads_bind(setting: str) -> str:
+    """`engine.cpu_threads_bind` as vLLM reads it: `all` is every CPU this process may run on (a list such
+    as `0,1`; vLLM itself knows only automatic binding, `nobind` and explicit lists), anything else as is."""
+    if setting != "all":
+        return setting
+    return ",".join(str(cpu) for cpu in sorted(os.sched_getaffinity(0)))
 
 
 def _lean_cpu_engine(args: Any) -> Any:

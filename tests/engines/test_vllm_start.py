@@ -58,3 +58,34 @@ def test_lean_start_serves_the_same_tokens(vllm_engine, vllm_start_engine, promp
     by_adapter = [[c.token_ids for r, c in zip(requests, lean, strict=True) if r.adapter == name]
                   for name in (None, "act@v1")]
     assert by_adapter[0] != by_adapter[1], "the adapter must change the answers"
+
+
+def test_threads_bind_all_gives_the_model_every_core_of_the_process(tiny_model_config, cpu_lora_marker,
+                                                                     prompts):
+    """`engine.cpu_threads_bind: all`: the model's OpenMP threads are pinned one to each CPU this process may
+    use (vLLM's automatic binding leaves one core out), the setting does not outlive the start in this
+    process's environment, and the engine serves."""
+    import os
+
+    import psutil
+
+    pytest.importorskip("vllm")
+    from coplay.engines.factory import make_engine
+
+    before = os.environ.get("VLLM_CPU_OMP_THREADS_BIND")
+    cfg = engine_config("vllm").model_copy(update={"cpu_threads_bind": "all"})
+    engine = make_engine(tiny_model_config, cfg)
+    try:
+        if not engine.on_cpu:
+            pytest.skip("cpu_threads_bind applies to vLLM's CPU build only")
+        assert os.environ.get("VLLM_CPU_OMP_THREADS_BIND") == before
+        procs = engine._llm.engine_core.resources.engine_manager.processes
+        threads = psutil.Process(procs[0].pid).threads()
+        pinned = {cpu for t in threads for cpu in os.sched_getaffinity(t.id)
+                  if len(os.sched_getaffinity(t.id)) == 1}
+        assert pinned == os.sched_getaffinity(0)
+        greedy = SamplingParams(temperature=0.0, max_tokens=4)
+        out = engine.generate([GenerationRequest(prompts[0], None, greedy, seed=1, request_id="bind")])
+        assert out[0].token_ids
+    finally:
+        engine.close()

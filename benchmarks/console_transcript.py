@@ -147,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fresh-clone", action="store_true",
                         help="git clone this checkout's HEAD into a temporary folder and run there")
+    parser.add_argument("--clone-into", metavar="DIR",
+                        help="with --fresh-clone: clone into DIR (which must not exist) and keep it after, "
+                             "e.g. to time further commands in the clone and on the run folder it made")
     parser.add_argument("--out", default="benchmarks/results/demo-transcript",
                         help="path stem of the .txt transcript and the .json summary")
     parser.add_argument("--recount", metavar="TXT",
@@ -161,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="coplay-fresh-") as tmp:
         cwd = root
         if args.fresh_clone:
-            cwd = Path(tmp) / "coplay"
+            cwd = Path(args.clone_into) if args.clone_into else Path(tmp) / "coplay"
             subprocess.run(["git", "clone", "--quiet", str(root), str(cwd)], check=True)
         lines, arrivals, code, wall = run_and_record(args.command, cwd)
     out = Path(args.out)

@@ -1,6 +1,6 @@
 """What a new user's console shows: run a command (default `make demo` in a fresh clone of this checkout),
 keep every line with the second it arrived, and count the lines by source (coplay's own, vLLM, Ray,
-DeepSpeed, Python warnings, make/pip) and the longest stretch without any output.
+DeepSpeed, torch's C++ warnings, Python warnings, make/pip) and the longest stretch without any output.
 
     python -m benchmarks.console_transcript --fresh-clone --out benchmarks/results/demo-transcript
 
@@ -34,7 +34,10 @@ ACTOR_PREFIX = re.compile(r"^(?:\((?:[\w.:-]+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?)+")
 VLLM_LOG = re.compile(r"^(?:\x1b\[[0-9;]*m)?(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)(?:\x1b\[[0-9;]*m)? "
                       r"\d\d-\d\d \d\d:\d\d:\d\d")
 RAY_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\s+(?:INFO|WARNING|ERROR|DEBUG)\s+\S+\.py:\d+ -- ")
-DEEPSPEED = re.compile(r"\[DeepSpeed\]|\bdeepspeed\b|real_accelerator|\[(?:INFO|WARNING)\] \[", re.I)
+# DeepSpeed's own log format and names (not the word, which coplay's `learner (1 ranks, deepspeed)` says)
+DEEPSPEED = re.compile(r"\[DeepSpeed\]|real_accelerator|ds_accelerator|\[(?:INFO|WARNING)\] \[", re.I)
+# torch's C++ warnings (`TORCH_WARN`): `[W1206 12:28:49.518102627 utils.cpp:68] Warning: ...`
+TORCH_CPP = re.compile(r"^\[[WIE]\d{4} \d\d:\d\d:\d\d\.\d+ [\w.]+:\d+\]")
 WARNING = re.compile(r"\b\w*Warning: |^\s+warnings\.warn\(|^\s+warn\(")
 MAKE_PIP = re.compile(r"^(?:\.venv/bin/|make(?:\[\d+\])?: |(?:WARNING|ERROR|DEPRECATION|NOTICE): |"
                       r"Collecting |Requirement already|Installing |"
@@ -48,8 +51,8 @@ def source_of(line: str) -> tuple[str, bool]:
     plain = ANSI.sub("", line)
     stripped = ACTOR_PREFIX.sub("", plain)
     via_actor = stripped != plain
-    for name, pattern in (("vllm", VLLM_LOG), ("ray", RAY_LOG), ("deepspeed", DEEPSPEED),
-                          ("python warning", WARNING), ("make/pip", MAKE_PIP)):
+    for name, pattern in (("vllm", VLLM_LOG), ("ray", RAY_LOG), ("make/pip", MAKE_PIP), ("torch", TORCH_CPP),
+                          ("deepspeed", DEEPSPEED), ("python warning", WARNING)):
         if pattern.search(stripped):
             return name, via_actor
     if "vllm" in stripped.lower():
@@ -90,10 +93,11 @@ def run_and_record(command: list[str], cwd: Path) -> tuple[list[tuple[float, str
     return lines, arrivals, code, time.monotonic() - started
 
 
-def longest_silence(lines: list[tuple[float, str]], arrivals: list[float], wall: float) -> dict[str, Any]:
-    """The longest stretch without output, from the start to the end of the run, with the lines on either
+def longest_silence(lines: list[tuple[float, str]], arrivals: list[float], wall: float,
+                    start: float = 0.0) -> dict[str, Any]:
+    """The longest stretch without output, from `start` (the run's) to its end, with the lines on either
     side of it."""
-    marks = [0.0, *arrivals, wall]
+    marks = [start, *arrivals, wall]
     gaps = [(marks[i + 1] - marks[i], marks[i]) for i in range(len(marks) - 1)]
     length, start = max(gaps)
     before = [text for t, text in lines if t <= start][-1:] or ["(start)"]
@@ -116,11 +120,15 @@ def summarize(lines: list[tuple[float, str]], arrivals: list[float], code: int, 
     # `make demo` on a fresh clone installs first: the share among the lines after make starts the demo
     begun = next((i for i, text in enumerate(texts) if re.search(r"bin/coplay demo\b", text)), None)
     after = Counter(source_of(text)[0] for text in texts[begun + 1:]) if begun is not None else None
+    begun_s = lines[begun][0] if begun is not None else 0.0
     return {"command": " ".join(command), "commit": commit, "exit_code": code, "wall_s": round(wall, 1),
             "lines": total, "by_source": dict(counts.most_common()),
             "coplay_share": round(counts["coplay"] / total, 3) if total else None,
-            "after_install": ({"lines": sum(after.values()), "by_source": dict(after.most_common()),
-                               "coplay_share": round(after["coplay"] / max(1, sum(after.values())), 3)}
+            "after_install": ({"started_s": round(begun_s, 1), "lines": sum(after.values()),
+                               "by_source": dict(after.most_common()),
+                               "coplay_share": round(after["coplay"] / max(1, sum(after.values())), 3),
+                               "longest_silence": longest_silence(
+                                   lines[begun:], [t for t in arrivals if t >= begun_s], wall, begun_s)}
                               if after is not None else None),
             "printed_by_ray_actors": via_actor,
             "longest_silence": longest_silence(lines, arrivals, wall),

@@ -18,6 +18,10 @@ def test_lines_are_told_apart_by_the_format_each_library_logs_in():
     assert source_of(ds_line)[0] == "deepspeed"
     assert source_of("WARNING: Location 'file:///opt/x/' is ignored")[0] == "make/pip"  # pip's own style
     assert source_of("iteration 1: rollouts: done in 41.2 s") == ("coplay", False)
+    assert source_of("start-up: learner (1 ranks, deepspeed): done in 9.3 s")[0] == "coplay"
+    assert source_of("WARNING: Location 'file:///opt/pypi/simple/deepspeed/' is ignored")[0] == "make/pip"
+    torch_line = "(RolloutWorkerImpl pid=9) [W1206 12:28:49.518102627 utils.cpp:68] Warning: NUMA binding: x"
+    assert source_of(torch_line) == ("torch", True)
 
 
 def test_the_longest_silence_names_the_lines_around_it():

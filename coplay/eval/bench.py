@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from coplay.driver.progress import HEARTBEAT_S
+
 SUITE = ("envs", "engines", "runner", "skillbank", "learner", "e2e")
 QUICK_TIMEOUT_S = 900
 FULL_TIMEOUT_S = 7200
@@ -100,14 +102,23 @@ def _run_process(name: str, quick: bool, root: Path, timeout_s: float) -> Member
     # Its own session, so a timeout stops the member's children too (engine cores, Ray workers).
     proc = subprocess.Popen(args, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        _, stderr = proc.communicate()
-        return MemberResult(name, "timeout", command, time.perf_counter() - start,
-                            error=f"no result after {timeout_s:.0f} s (stopped)\n"
-                                  f"stderr tail:\n{stderr[-2000:]}")
+    while True:
+        # a member prints only its JSON, at the end: a `still running` line every HEARTBEAT_S meanwhile
+        # (retrying communicate after its timeout loses no output)
+        elapsed = time.perf_counter() - start
+        try:
+            stdout, stderr = proc.communicate(timeout=max(0.1, min(HEARTBEAT_S, timeout_s - elapsed)))
+            break
+        except subprocess.TimeoutExpired:
+            elapsed = time.perf_counter() - start
+            if elapsed < timeout_s:
+                print(f"[bench] {name}: still running ({elapsed:.0f} s)", flush=True)
+                continue
+            os.killpg(proc.pid, signal.SIGKILL)
+            _, stderr = proc.communicate()
+            return MemberResult(name, "timeout", command, elapsed,
+                                error=f"no result after {timeout_s:.0f} s (stopped)\n"
+                                      f"stderr tail:\n{stderr[-2000:]}")
     done = subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
     seconds = time.perf_counter() - start
     result = last_json_object(done.stdout)

@@ -35,6 +35,11 @@ MEMBERS = {
         args = argparse.ArgumentParser().parse_args()
         print(json.dumps({"ran": "defaults"}))
     """,
+    "slow": """
+        import json, time
+        time.sleep(1.0)
+        print(json.dumps({"done": 1}))
+    """,
     "hang": """
         import os, subprocess, sys, time
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -97,6 +102,15 @@ def test_suite_records_every_outcome_and_goes_on(checkout, tmp_path, monkeypatch
     assert not _running(int(pid_file.read_text())), "the timeout must stop the member's children too"
     table = summary_table(members)
     assert "tokens_per_s=12.5" in table and "a=1, b=2.5, c=3, d=4" in table and "missing" in table
+
+
+def test_a_long_member_says_it_is_still_running_and_keeps_its_output(checkout, tmp_path, monkeypatch,
+                                                                      capsys):
+    monkeypatch.setattr("coplay.eval.bench.HEARTBEAT_S", 0.3)
+    _, members = run_suite(True, ("slow",), tmp_path / "results.json", timeout_s=30, root=checkout)
+    assert members[0].status == "ok" and members[0].result == {"done": 1}
+    beats = [line for line in capsys.readouterr().out.splitlines() if "still running" in line]
+    assert beats and beats[0].startswith("[bench] slow: still running (")
 
 
 @pytest.mark.slow

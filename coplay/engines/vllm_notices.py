@@ -43,6 +43,10 @@ KNOWN: dict[str, tuple[str, str]] = {
         "vllm.v1.engine.input_processor",
         "coplay passes token ids (TokensPrompt), the input AsyncLLM.generate takes in vLLM 0.32; the notice "
         "announces a future API"),
+    "is set; leaving Torch threads at": (
+        "vllm.utils.torch_utils",
+        "said where `engine.cpu_threads_bind` gives the model more than one OpenMP thread, which the run's "
+        "config asked for (a SmolLM2 probe decision 4.41 -> 2.52 s on 2 cores, docs/platform.md)"),
     "is not found in LD_PRELOAD": (
         "vllm.v1.worker.cpu_worker",
         "preloading tcmalloc or Intel's OpenMP is a deployment choice (docs/platform.md), not a fault"),

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.console_transcript import run_and_record
+from benchmarks.console_transcript import longest_silence, run_and_record
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "command-times.json"
 # (key, README line with RUN_DIR / DEMO_RUN / EVAL_A / EVAL_B placeholders; [what is run of an option])
@@ -68,9 +68,9 @@ def fill(line: str, places: dict[str, Path]) -> str | None:
 def time_command(checkout: Path, line: str) -> dict[str, Any]:
     """Run one command in the checkout and what a reader of the README wants of it."""
     lines, arrivals, code, wall = run_and_record(line.split(), checkout)
-    gaps = [b - a for a, b in zip([0.0, *arrivals], [*arrivals, wall], strict=True)]
     return {"command": line, "seconds": round(wall, 1), "exit_code": code, "lines": len(lines),
-            "longest_silence_s": round(max(gaps, default=wall), 1), "tail": [text for _, text in lines[-4:]]}
+            "longest_silence_s": longest_silence(lines, arrivals, wall)["seconds"],
+            "tail": [text for _, text in lines[-4:]]}
 
 
 def main(argv: list[str] | None = None) -> int:

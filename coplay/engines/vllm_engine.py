@@ -19,7 +19,7 @@ The only module of coplay that imports vllm (GPU package `vllm`, or its CPU buil
   all-zero adapter (exactly the base model: it adds 0.0) in one extra slot, and no row ever has index -1.
 - On the CPU build, `VLLM_CPU_KVCACHE_SPACE` is set from `engine.cpu_kvcache_gib`, and
   `VLLM_CPU_OMP_THREADS_BIND` from `engine.cpu_threads_bind` where set (vLLM's automatic binding leaves one
-  core of the machine to others; `0-1` gives a 2-core machine's both to the model). vLLM starts its engine
+  core of the machine to others; `all`: every core this process may use). vLLM starts its engine
   core with multiprocessing spawn: construct the engine under `if __name__ == "__main__":` (or in a test
   fixture), never at import time.
 - Start-up on the CPU build (`engine.cpu_start`, issue 35 item 4): with LoRA enabled vLLM's CPU platform

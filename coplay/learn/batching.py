@@ -1,14 +1,17 @@
 """Turning samples with advantages into per-rank micro-batches of tensors for the GRPO loss.
 
-Every rank sees the whole learner-step batch and takes items i ≡ rank (mod world). Loss weights are computed
-over the *whole* batch of an adapter (see `grpo.aggregation_weights`), so the per-rank, per-micro-batch
-losses add up to exactly the single-process loss. Every rank runs the same number of micro-batches per
-adapter (ZeRO-3 gathers and reduce-scatters inside forward/backward, so the calls must pair up across
-ranks); a rank with fewer items pads with a copy of an item whose weight is 0.
+Every rank sees the whole learner-step batch and takes items i ≡ rank (mod world) (where prompts repeat,
+whole micro-batches in turn). Loss weights are computed over the *whole* batch of an adapter (see
+`grpo.aggregation_weights`), so the per-rank, per-micro-batch losses add up to exactly the single-process
+loss. Every rank runs the same number of micro-batches per adapter (ZeRO-3 gathers and reduce-scatters inside
+forward/backward, so the calls must pair up across ranks); a rank with fewer items pads with a copy of an
+item whose weight is 0.
 
 Prefix sharing (`learner.share_prefix`): `order_for_sharing` puts items with common prompt beginnings next to
-each other, and `share_prefixes` gives every micro-batch the number of leading tokens its rows share (computed
-once by `coplay.learn.trunk`). The step's common prefix (a game's system turn) is the same on every rank, so
+each other, `sharing_micro_batches` gives the answers sampled at one prompt (a same-state GRPO group) a
+micro-batch of their own, so that their whole prompt is computed once rather than once per answer, and
+`share_prefixes` gives every micro-batch the number of leading tokens its rows share (computed once by
+`coplay.learn.trunk`). The step's common prefix (a game's system turn) is the same on every rank, so
 ranks run the same module calls (ZeRO-3 gathers inside them); only a single rank falls back to each
 micro-batch's own common prefix when the step's is short (several games' prompts in one step). Imports torch
 only.
@@ -123,14 +126,53 @@ def to_micro_batch(items: list[TrainItem], pad_id: int = 0, masks: TokenMasks | 
 
 
 def order_for_sharing(items: list[TrainItem]) -> list[TrainItem]:
-    """`items` in the order that shares most: when all the step's prompts open with one common prefix (one
-    game's system turn), by sequence length, so that a micro-batch's rows pad little (identical prompts stay
-    adjacent: same length, then by tokens); otherwise by prompt tokens, so that the prompts of a game sit
+    """`items` in the order that shares most: when some prompts repeat (several answers sampled at one state),
+    by prompt tokens, so that a prompt's answers sit together (`sharing_micro_batches` cuts them out); else,
+    when all the step's prompts open with one common prefix (one game's system turn), by sequence length, so
+    that a micro-batch's rows pad little; otherwise by prompt tokens, so that the prompts of a game sit
     together and micro-batches cut from the list share longer prefixes. The order changes only the
     summation order of the gradient (loss weights are per item)."""
+    if _repeated_prompts(items):
+        return sorted(items, key=lambda item: item.prompt_ids)
     if shared_prefix_len([item.prompt_ids for item in items]) >= MIN_SHARED_PREFIX:
         return sorted(items, key=lambda i: (len(i.prompt_ids) + len(i.completion_ids), i.prompt_ids))
     return sorted(items, key=lambda item: item.prompt_ids)
+
+
+def _repeated_prompts(items: list[TrainItem]) -> bool:
+    return len({tuple(item.prompt_ids) for item in items}) < len(items)
+
+
+def sharing_micro_batches(items: list[TrainItem], rank: int, world: int,
+                          micro_batch_size: int) -> list[list[TrainItem]]:
+    """This rank's micro-batches of `items` (in `order_for_sharing`'s order) when prompts repeat: each run of
+    two or more items with one prompt (a same-state group's answers) is cut into micro-batches of its own
+    (at most `micro_batch_size` rows), so a micro-batch's rows share the whole prompt and the split forward
+    computes it once; the items whose prompt is theirs alone are cut as `rank_micro_batches` cuts. Whole
+    micro-batches go to the ranks in turn; every rank gets the same count (ZeRO-3 pairs the calls), padded
+    with a zero-weight copy of an item. Without repeated prompts: `rank_micro_batches`."""
+    if not _repeated_prompts(items):
+        return rank_micro_batches(items, rank, world, micro_batch_size)
+    chunks: list[list[TrainItem]] = []
+    singles: list[TrainItem] = []
+    start = 0
+    while start < len(items):
+        end = start
+        while end < len(items) and items[end].prompt_ids == items[start].prompt_ids:
+            end += 1
+        run = items[start:end]
+        if len(run) == 1:
+            singles.extend(run)
+        else:
+            chunks.extend(run[k : k + micro_batch_size] for k in range(0, len(run), micro_batch_size))
+        start = end
+    chunks.extend(singles[k : k + micro_batch_size] for k in range(0, len(singles), micro_batch_size))
+    mine = chunks[rank::world]
+    count = math.ceil(len(chunks) / world)
+    filler = items[0]
+    pad = TrainItem(filler.prompt_ids, filler.completion_ids, filler.behaviour_logprobs, filler.temperature,
+                    0.0, 0.0, filler.regex, filler.on_policy)
+    return mine + [[pad]] * (count - len(mine))
 
 
 def share_prefixes(batches: list[MicroBatch], items: list[TrainItem], world: int,

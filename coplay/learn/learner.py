@@ -58,6 +58,7 @@ from coplay.learn.batching import (
     rank_micro_batches,
     set_weights,
     share_prefixes,
+    sharing_micro_batches,
     to_micro_batch,
 )
 from coplay.learn.distributed import all_reduce_sum, ensure_process_group
@@ -308,7 +309,8 @@ class Learner:
         share = self.cfg.share_prefix and not self.cfg.gradient_checkpointing  # see LearnerConfig
         if share:
             items = order_for_sharing(items)
-        chunks = rank_micro_batches(items, self.rank, self.world_size, self.cfg.micro_batch_size)
+        cut = sharing_micro_batches if share else rank_micro_batches
+        chunks = cut(items, self.rank, self.world_size, self.cfg.micro_batch_size)
         masks = self._token_masks(items)
         batches = [to_micro_batch(chunk, self.pad_id, masks) for chunk in chunks]
         if share:

@@ -207,3 +207,34 @@ def test_two_zero3_ranks_sharing_prefixes_match_one_torch_rank_on_the_old_forwar
     for adapter in learner.adapter_names:
         for name, expected in learner.adapter_weights(adapter).items():
             torch.testing.assert_close(two[f"w/{adapter}/{name}"], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_the_answers_to_one_prompt_get_a_micro_batch_of_their_own_that_computes_the_prompt_once(policy):
+    """Same-state groups: four answers at each of three states and two prompts of their own. A group's
+    micro-batch shares its whole prompt (all but the token that predicts the answer); every item is trained
+    exactly once over the ranks, every rank runs as many micro-batches, and the log-probs are the unsplit
+    forward's."""
+    from coplay.learn.batching import sharing_micro_batches
+
+    gen = torch.Generator().manual_seed(5)
+    system = _tokens(gen, 20)
+    states = [system + _tokens(gen, 6 + k) for k in range(3)]
+    prompts = [s for s in states for _ in range(4)] + [system + _tokens(gen, 4), system + _tokens(gen, 9)]
+    items = order_for_sharing([TrainItem(p, _tokens(gen, 1 + k % 3), [-1.0] * (1 + k % 3), 1.0, 1.0, 1.0)
+                               for k, p in enumerate(prompts)])
+    chunks = sharing_micro_batches(items, rank=0, world=1, micro_batch_size=8)
+    assert sorted(len(c) for c in chunks) == [2, 4, 4, 4]
+    for chunk in chunks[:3]:
+        assert all(i.prompt_ids == chunk[0].prompt_ids for i in chunk)
+    batches = [to_micro_batch(chunk) for chunk in chunks]
+    share_prefixes(batches, items, world=1, store=PrefixStore())
+    assert [b.tokens.prefix_len for b in batches[:3]] == [len(c[0].prompt_ids) - 1 for c in chunks[:3]]
+    depth = lowest_adapted_layer(policy, "act")
+    for chunk, mb in zip(chunks, batches, strict=True):
+        got = batch_logprobs(policy, mb.tokens, mb.temperatures, depth)
+        expected = batch_logprobs(policy, to_micro_batch(chunk).tokens, mb.temperatures)
+        torch.testing.assert_close(got.detach(), expected.detach(), rtol=1e-5, atol=1e-5)  # float32
+    per_rank = [sharing_micro_batches(items, rank=r, world=3, micro_batch_size=8) for r in range(3)]
+    assert len({len(c) for c in per_rank}) == 1
+    trained = [id(i) for chunks in per_rank for c in chunks for i in c if i.weight != 0.0]
+    assert sorted(trained) == sorted(id(i) for i in items)  # the padding rows weigh nothing

@@ -75,6 +75,15 @@ class MaintenanceConfig(Section):
         "quality", description="when no curator sample of a proposal gives a verdict: reject it, or decide "
                                "by the held-out bank quality (approve iff it does not drop); counted either "
                                "way")
+    quality_gate: bool = Field(
+        True, description="apply an operation the curator approved only when the bank's held-out quality "
+                          "(the measure every operation records: docs/agents.md \"Maintenance\") falls by "
+                          "at most quality_tolerance; one the gate refuses is counted `gated_<op>` and "
+                          "recorded (`gated`), with its quality change, like every other. Inductions and "
+                          "the model-free seed banks are not gated (coplay/skills/curation.py)")
+    quality_tolerance: float = Field(
+        0.0, ge=0.0, description="how far the held-out quality may fall for an approved operation to apply "
+                                 "(quality_gate), and the line the curator's agreement is judged by")
 
     min_instances: int = Field(3, ge=1)
     merge_jaccard: float = Field(0.85, gt=0.0, le=1.0)

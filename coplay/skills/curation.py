@@ -11,10 +11,19 @@ Per proposal, in the order `propose_operations` made them:
    `maintenance.unparseable_verdict` fallback decides: `reject`, or `quality` (approve iff the held-out
    quality does not drop, the rule the curator's teacher examples follow), counted `verdict_fallback_*`.
    Without a model every valid proposal is approved (the deterministic policy);
-4. approved: the bank becomes the bank with the operation applied; rejected: the bank object is not
-   touched, so a rejected operation leaves every skill exactly as it was. Each record carries the
-   fingerprint of the bank's skills before and after the decision (`skills_before`, `skills_after`), so the
-   run folder shows which operations changed the bank.
+4. the quality gate (`maintenance.quality_gate`): an approved operation whose held-out quality change is
+   below -`maintenance.quality_tolerance` is not applied (`gated`, counted `gated_<op>`): the curator's
+   approval is a proposal to the measure, never a way around it (maintenance operations; inductions, whose
+   evidence the held-out shards cannot contain, are exempt: `GATED_OPS`). The deterministic policy (no
+   model: the seed banks of the cold start) applies every valid proposal, as before;
+5. applied: the bank becomes the bank with the operation applied; otherwise the bank object is not
+   touched, so a rejected or gated operation leaves every skill exactly as it was. Each record carries the
+   fingerprint of the bank's skills computed before and again after the decision (`skills_before`,
+   `skills_after`: recomputed from the bank object, never carried over), so the run folder shows which
+   operations changed the bank and a test can see one that changed it without being applied. Each judged
+   record also says whether the curator's verdict agreed with the measured change (`agrees`: approve
+   where the quality did not fall beyond the tolerance, reject where it did); the curator's GRPO reward is
+   that change signed by its verdict (`coplay.skills.rewards.curator_reward`).
 Standard library only; never imports ray or torch.
 """
 
@@ -36,6 +45,10 @@ from coplay.skills.schema import Bank
 from coplay.types import Sample
 
 QUALITY_TOLERANCE = 1e-9
+# The operations the quality gate judges: those whose evidence is the policy's own trajectories, which the
+# held-out shards sample. An induction's evidence is an exploration task the held-out episodes never played
+# (the curriculum's stream, docs/curriculum.md), so the held-out measure sees only its size penalty.
+GATED_OPS = frozenset({"materialize", "merge", "split", "refine", "retire"})
 
 
 def skills_fingerprint(bank: Bank) -> str:
@@ -83,16 +96,17 @@ def curator_round(caller: ModelCaller | None, bank: Bank, proposals: Sequence[Pr
         groups = call_adapter(caller, "curator", curator_prompts(bank, valid), cfg.group_size, max_tokens,
                               group_prefix(bank, iteration))
     samples: list[Sample] = []
-    q_now = quality(bank) if valid else 0.0
-    fp_now = skills_fingerprint(bank) if valid else ""  # the bank's quality and fingerprint, carried along
+    q_now = quality(bank) if valid else 0.0  # the bank's quality, carried along (the bank changes only here)
+    tolerance = cfg.maintenance.quality_tolerance
     for proposal, group in zip(valid, groups, strict=True):
         reason = invalid_reason(bank, proposal, cfg)  # an earlier approved operation may have changed it
         if reason is not None:
             counts[f"invalid_{proposal.op}"] += 1
             records.append({**proposal.describe(), "verdict": "invalid", "applied": False, "reason": reason})
             continue
+        fp_before = skills_fingerprint(bank)
         after = apply_proposal(bank, proposal)
-        q_before, q_after, fp_before = q_now, quality(after), fp_now
+        q_before, q_after = q_now, quality(after)
         verdicts = [parse_verdict(s.completion_text) for s in group]
         for sample, verdict in zip(group, verdicts, strict=True):
             sample.reward = curator_reward(verdict, q_before, q_after)
@@ -106,12 +120,20 @@ def curator_round(caller: ModelCaller | None, bank: Bank, proposals: Sequence[Pr
         else:
             verdict, applied = decide(verdicts, q_before, q_after, cfg.maintenance.unparseable_verdict)
         counts[f"verdict_{verdict}"] += 1
+        holds = q_after >= q_before - tolerance - QUALITY_TOLERANCE  # the measure's own answer
+        gated = (applied and cfg.maintenance.quality_gate and not holds and proposal.op in GATED_OPS
+                 and caller is not None)
+        approved, applied = applied, applied and not gated
+        counts[f"gated_{proposal.op}"] += gated
         counts[f"{'applied' if applied else 'rejected'}_{proposal.op}"] += 1
         if applied:
-            bank, q_now, fp_now = after, q_after, skills_fingerprint(after)
-        record = {**proposal.describe(), "verdict": verdict, "applied": applied,
-                  "quality_before": round(q_before, 6), "quality_after": round(q_after, 6),
-                  "skills_before": fp_before, "skills_after": fp_now}
+            bank, q_now = after, q_after
+        record = {**proposal.describe(), "verdict": verdict, "approved": approved, "gated": gated,
+                  "applied": applied, "quality_before": round(q_before, 6),
+                  "quality_after": round(q_after, 6),
+                  "skills_before": fp_before, "skills_after": skills_fingerprint(bank)}
+        if verdict in ("approve", "reject"):  # the curator's own verdict, not a fallback's
+            record["agrees"] = approved == holds
         if group:
             record["curator_group"] = group[0].group_id
         records.append(record)

@@ -34,8 +34,8 @@ from coplay.skills.schema import Bank, BankError, Instance, bank_key_for
 from coplay.skills.segmentation import NEW, Segment, segment_trajectory, skill_profiles
 from coplay.types import Sample, Trajectory
 
-OPERATION_KEYS = ("op", "targets", "new", "verdict", "applied", "quality_before", "quality_after", "reason",
-                  "skills_before", "skills_after")
+OPERATION_KEYS = ("op", "targets", "new", "verdict", "approved", "gated", "applied", "agrees",
+                  "quality_before", "quality_after", "reason", "skills_before", "skills_after")
 DEFAULT_MAX_TOKENS = {"segment": 64, "contract": 256, "curator": 32}
 
 
@@ -128,8 +128,19 @@ def maintenance_summary(counts: Counter[str], records: Sequence[Mapping[str, Any
             "proposed": by_prefix("proposed_"), "deferred": by_prefix("deferred_"),
             "invalid": by_prefix("invalid_"), "verdicts": by_prefix("verdict_"),
             "applied": by_prefix("applied_"), "rejected": by_prefix("rejected_"),
+            "gated": by_prefix("gated_"),
             "quality_delta": {op: round(d, 6) for op, d in sorted(delta.items())},
+            "quality_changes": [round(r["quality_after"] - r["quality_before"], 6) for r in records
+                                if "quality_after" in r],
+            "curator_agreement": _agreement(records),
             "skipped": bool(counts["maintenance_skipped"])}
+
+
+def _agreement(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """How often the curator's own verdicts (not fallbacks) agreed with the measured quality change."""
+    judged = [r["agrees"] for r in records if "agrees" in r]
+    return {"judged": len(judged), "agreed": sum(judged),
+            "rate": round(sum(judged) / len(judged), 4) if judged else None}
 
 
 def refreshed_skills(bank: Bank, segments: Sequence[Segment], skip: Sequence[str], limit: int) -> list[str]:

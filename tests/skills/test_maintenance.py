@@ -4,15 +4,17 @@ curator verdicts are applied (a rejection leaves the skills as they were)."""
 from __future__ import annotations
 
 import copy
+from collections import Counter
 
 import pytest
 
 from coplay.config import SkillBankConfig
 from coplay.skills import Bank, FunctionCaller, update_bank
 from coplay.skills.contracts import learn_contract
-from coplay.skills.curation import decide
+from coplay.skills.curation import curator_round, decide, skills_fingerprint
 from coplay.skills.maintenance import apply_proposal, build_skill, enforce_size, propose_operations
 from coplay.skills.schema import UnknownSkillError
+from coplay.skills.update import maintenance_summary
 from tests.skills.synthetic import shard
 
 CFG = SkillBankConfig()
@@ -159,3 +161,52 @@ def test_bank_size_is_bounded(two_skill_bank):
     assert len(evicted) == 1 and len(bank.skills) == 1
     with pytest.raises(UnknownSkillError, match="has no skill"):
         bank.get(evicted[0])
+
+
+def _merge_and_refine(two_skill_bank: Bank) -> tuple[Bank, list]:
+    """A bank with a duplicate (a merge) and a contract literal its evidence never shows (a refine)."""
+    bank, _, _ = _with_duplicate(two_skill_bank)
+    build = next(s for s in bank.skills.values() if "y↓" in s.contract.literals)
+    build.contract.add = sorted(build.contract.add + ["z↑"])
+    proposals = propose_operations(bank, CFG, iteration=2, trivial=frozenset({"score↑"}))
+    assert [p.op for p in proposals] == ["merge", "refine"]
+    return bank, proposals
+
+
+@pytest.mark.parametrize("gate", [True, False])
+def test_an_approved_operation_that_lowers_held_out_quality_is_gated_and_recorded(two_skill_bank, gate):
+    """The curator approves both proposals; under a measure that counts skills, the merge lowers the quality
+    and the refine keeps it. Gated: only the refine applies, the merge is recorded `gated` with its change,
+    the curator's agreement is judged by the same measure, and every record's fingerprints are of the bank
+    as it stood before and after the decision. Without the gate both apply."""
+    bank, proposals = _merge_and_refine(two_skill_bank)
+    approve = FunctionCaller(lambda adapter, prompts, n: [["VERDICT: APPROVE"] * n for _ in prompts])
+    cfg = CFG.with_values({"maintenance.quality_gate": gate})
+    counts: Counter[str] = Counter()
+    new, samples, records = curator_round(approve, bank, proposals, cfg, 2, 16,
+                                          lambda b: float(len(b.skills)), counts)
+    merge, refine = records
+    assert merge["approved"] and refine["approved"]
+    assert (merge["quality_before"], merge["quality_after"]) == (3.0, 2.0)
+    assert (refine["quality_before"], refine["quality_after"]) == ((3.0, 3.0) if gate else (2.0, 2.0))
+    assert merge["gated"] == gate and merge["applied"] == (not gate) and refine["applied"]
+    assert (merge["agrees"], refine["agrees"]) == (False, True)
+    assert counts["gated_merge"] == int(gate) and counts["applied_refine"] == 1
+    assert len(new.skills) == (3 if gate else 2)
+    assert merge["skills_before"] == skills_fingerprint(bank)
+    assert (merge["skills_after"] == merge["skills_before"]) == gate
+    assert refine["skills_before"] == merge["skills_after"] != refine["skills_after"]
+    assert refine["skills_after"] == skills_fingerprint(new)
+    assert all(s.reward == pytest.approx(-1.0) for s in samples if s.meta["op"] == "merge")
+
+
+def test_the_maintenance_block_reports_gated_operations_and_the_curators_agreement():
+    block = maintenance_summary(Counter({"gated_merge": 1, "applied_refine": 1}),
+                                [{"op": "merge", "applied": False, "agrees": False, "quality_before": 3.0,
+                                  "quality_after": 2.0},
+                                 {"op": "refine", "applied": True, "agrees": True, "quality_before": 3.0,
+                                  "quality_after": 3.0},
+                                 {"op": "retire", "applied": True, "quality_before": 3.0,
+                                  "quality_after": 3.5}])  # a fallback's verdict: not the curator's
+    assert block["gated"] == {"merge": 1} and block["quality_changes"] == [-1.0, 0.0, 0.5]
+    assert block["curator_agreement"] == {"judged": 2, "agreed": 1, "rate": 0.5}

@@ -1,6 +1,8 @@
 """Maintenance end to end with the real tiny model as the curator, under the config that forces proposals
 (launch/configs/tiny-2048-maintenance.yaml): within 3 bank updates on 2048 trajectories every operation kind
-reaches the curator, the approved ones change the bank and the rejected ones leave it byte-identical."""
+reaches the curator, the applied ones change the bank and the rejected (or gated) ones leave it
+byte-identical: every record's fingerprints are recomputed from the bank object before and after its decision
+(coplay/skills/curation.py), so an operation that changed the bank without being applied fails here."""
 
 from __future__ import annotations
 
@@ -25,14 +27,20 @@ def test_every_operation_kind_reaches_the_curator_within_three_updates(tiny_call
         shard = play_bot_episodes("2048", bot, seeds, max_steps=40)
         new, samples, report = update_bank(bank, shard, tiny_caller, cfg, iteration)
         curated = [op for op in new.operations if op["verdict"] not in ("invalid", "size bound")]
+        for earlier, later in zip(curated, curated[1:], strict=False):  # each judged on the bank left by
+            assert later["skills_before"] == earlier["skills_after"]  # the one before, recomputed
         assert sum(s.adapter == "curator" for s in samples) == cfg.group_size * len(curated)
         for op in curated:
             judged[op["op"]].append(op)
             if op["applied"]:  # the operation changed the skills; its targets left, its new skills arrived
                 assert op["skills_after"] != op["skills_before"]
                 assert not set(op["targets"]) - set(op["new"]) & set(new.skills)
-            else:  # rejected: the bank it was judged against is the bank that went on, byte for byte
+            else:  # rejected or gated: the bank it was judged against went on, byte for byte
                 assert op["skills_after"] == op["skills_before"]
+                if op["gated"]:  # approved, but the held-out quality fell (records round to 6 digits)
+                    assert op["approved"] and op["quality_after"] <= op["quality_before"]
+        for op in curated:  # nothing applied lowered the held-out quality
+            assert not op["applied"] or op["quality_after"] >= op["quality_before"] - 1e-6
         block = report["maintenance"]
         assert sum(block["applied"].values()) + sum(block["rejected"].values()) == len(curated)
         bank = new

@@ -91,6 +91,9 @@ class MaintenanceConfig(Section):
     split_child_pass_rate: float = Field(0.8, gt=0.0, le=1.0)
     retire_after: int = Field(5, ge=1, description="R: iterations unused before retirement")
     score_floor: float = Field(0.2, ge=0.0, le=1.0)
+    abort_ratio: float = Field(
+        3.0, gt=0.0, description="retire a skill whose runs in play aborted more than this many times as "
+                                 "often as they succeeded (over the run, at least min_instances aborts)")
     max_skills: int = Field(64, ge=1)
     pending_limit: int = Field(256, ge=1, description="NEW instances kept for materialization")
     size_penalty: float = Field(0.005, ge=0.0, description="bank quality penalty per skill")

@@ -14,6 +14,7 @@ from coplay.driver import progress
 from coplay.driver.phases import Laps, iteration_phases, phase_text
 from coplay.driver.records import CollectStats, IterationData
 from coplay.eval.stats import summarize
+from coplay.report.skill_analysis import skill_use
 from coplay.runs import RunDir
 from coplay.types import BankUpdate, Sample, TrainStep, Trajectory
 
@@ -164,14 +165,22 @@ def served_change_text(changes: dict[str, dict[str, Any]]) -> str:
 
 def maintenance_totals(reports: list[dict[str, Any]]) -> dict[str, Any]:
     """The bank updates' maintenance blocks (`coplay.skills.update.maintenance_summary`) summed over bank
-    keys: evidence, proposals by kind, deferred, invalid, verdicts, applied, rejected, quality change."""
+    keys: evidence, proposals by kind, deferred, invalid, verdicts, applied, rejected, gated, quality change;
+    every judged operation's quality change (a list), and the curator's agreement (its rate recomputed)."""
     total: dict[str, Any] = {}
     for report in reports:
         for part, values in report.get("maintenance", {}).items():
-            if isinstance(values, dict):
+            if isinstance(values, list):
+                total.setdefault(part, []).extend(values)
+            elif isinstance(values, dict):
                 into = total.setdefault(part, {})
                 for key, value in values.items():
-                    into[key] = round(into.get(key, 0) + value, 6)
+                    if isinstance(value, int | float):
+                        into[key] = round(into.get(key, 0) + value, 6)
+    agreement = total.get("curator_agreement")
+    if agreement is not None:
+        judged = agreement.get("judged", 0)
+        agreement["rate"] = round(agreement.get("agreed", 0) / judged, 4) if judged else None
     return total
 
 
@@ -262,6 +271,7 @@ def iteration_record(iteration: int, data: IterationData, stats: CollectStats, b
         "bank_sizes": {r["bank_key"]: r.get("size", 0) for r in bank.reports},
         "bank_samples": {k: v for r in bank.reports for k, v in r.get("samples", {}).items()},
         "maintenance": maintenance_totals(bank.reports),
+        "skill_use": skill_use(data.trajectories),  # picked, and how each use ended (success/abort/switch)
         "prompt_trims": {"history": stats.prompt_trim_history, "legal": stats.prompt_trim_legal,
                          "too_long": stats.prompt_too_long,
                          "bank": sum(int(r.get("prompts_trimmed", 0)) for r in bank.reports)},

@@ -134,12 +134,41 @@ def banks(data: RunData) -> str:
                             "and proposals not applied (curator verdict or failed checks)."))
     else:
         parts.append(_none("No bank operations recorded."))
+    parts.append(skill_use_table(data))
     try:
         body = bank_report_body(bank_report_html(data.root, analysis=False))
         parts.append(f"<div class='bank-report'>{body}</div>")
     except BankError as exc:
         parts.append(f"<p class='problem'>bank report not rendered: {e(str(exc))}</p>")
     return "".join(parts)
+
+
+def skill_use_table(data: RunData) -> str:
+    """Per iteration: how the policy used the bank (`skill_use` of the metrics line) and what maintenance
+    did with the curator's verdicts (applied, gated by the quality gate, the curator's agreement)."""
+    rows = []
+    for r in data.iterations:
+        use, kept = r.get("skill_use"), r.get("maintenance") or {}
+        if not use:
+            continue
+        ended, agreement = use.get("ended", {}), kept.get("curator_agreement") or {}
+        share = use["steps_with_skill"] / use["steps"] if use.get("steps") else None
+        cells = [r.get("iteration"), use.get("uses"), f"{share:.0%}" if share is not None else "-",
+                 ended.get("success", 0), ended.get("abort", 0), ended.get("switch", 0),
+                 sum((kept.get("applied") or {}).values()), sum((kept.get("gated") or {}).values()),
+                 "-" if agreement.get("rate") is None
+                 else f"{agreement['rate']:.0%} of {agreement['judged']}"]
+        rows.append("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in cells) + "</tr>")
+    if not rows:
+        return _none("No skill use recorded (runs before skill_use was in the metrics line).")
+    head = ("<tr><th>iteration</th><th>skills picked</th><th>steps under a skill</th><th>succeeded</th>"
+            "<th>aborted</th><th>switched</th><th>operations applied</th><th>gated</th>"
+            "<th>curator agrees with the measure</th></tr>")
+    return (f"<table class='skill-use'>{head}{''.join(rows)}</table><p class='caption'>Skill use by the "
+            "policy's own seats per iteration (a use ends in success, abort, switch, or at another skill or "
+            "the episode's end), and the bank update's operations: applied, approved but refused by the "
+            "quality gate, and how often the curator's own verdicts agreed with the measured held-out "
+            "quality change.</p>")
 
 
 def _score_table(ev: EvalFile) -> str:

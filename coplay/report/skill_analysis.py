@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from coplay.agent.parsing import INTENTION_TAGS
 from coplay.runs import RunDir
@@ -222,6 +223,32 @@ def episode_skills(traj: Trajectory) -> EpisodeSkills:
     return EpisodeSkills(bank_key_for(traj.game, traj.seat, traj.role), traj.episode_id, traj.iteration,
                          len(traj.steps), uses, sum(1 for s in traj.steps if s.skill_event == "switch"),
                          tags)
+
+
+def skill_use(trajectories: Iterable[Trajectory]) -> dict[str, Any]:
+    """One iteration's skill use by the policy's own seats, for its metrics line: the steps run under a skill,
+    the uses started (a skill picked), how they ended (`success`, `abort`, `switch`: the `act` answer said
+    `SKILL: SWITCH`; `changed`, `no skill`, `episode end`), and per skill its uses, successes, aborts and
+    switches. A skill that aborts far more often than it succeeds is one the policy cannot run; the bank's
+    maintenance reads the same events (`coplay.skills.maintenance`)."""
+    steps = with_skill = 0
+    ended: Counter[str] = Counter()
+    per_skill: dict[str, Counter[str]] = {}
+    for traj in trajectories:
+        if traj.policy != POLICY:
+            continue
+        episode = episode_skills(traj)
+        steps += episode.steps
+        for use in episode.uses:
+            with_skill += use.steps
+            ended[use.ended] += 1
+            counts = per_skill.setdefault(use.skill, Counter())
+            counts["uses"] += 1
+            counts[use.ended] += 1
+    return {"steps": steps, "steps_with_skill": with_skill, "uses": sum(ended.values()),
+            "ended": dict(sorted(ended.items())),
+            "per_skill": {sid: {k: c[k] for k in ("uses", *ENDING_EVENTS)}
+                          for sid, c in sorted(per_skill.items())}}
 
 
 def read_episodes(run: RunDir, problems: list[str]) -> Iterator[EpisodeSkills]:

@@ -7,7 +7,8 @@
 - split: a skill passing < `split_pass_rate` on its recent instances whose instances fall into two effect
   clusters, each passing >= `split_child_pass_rate` of its own instances.
 - refine: the contract relearned on the recent instances differs (failing literals dropped, consistent added).
-- retire: unused for `retire_after` iterations, or a pass rate below `score_floor` over enough uses.
+- retire: unused for `retire_after` iterations, a pass rate below `score_floor` over enough uses, or
+  runs in play that abort more than `abort_ratio` times as often as they succeed.
 Each skill is the target of at most one proposal per update. The curator's verdicts are applied by `update`.
 Standard library only; never imports ray or torch.
 """
@@ -164,6 +165,12 @@ def propose_retirements(bank: Bank, cfg: SkillBankConfig, iteration: int, busy: 
             out.append(Proposal("retire", [skill_id], [],
                                 {"reason": "score below floor", "pass_rate": recent,
                                  "floor": cfg.maintenance.score_floor, "uses": skill.stats.uses}))
+        elif (skill.stats.play_aborts >= cfg.maintenance.min_instances
+              and skill.stats.play_aborts > cfg.maintenance.abort_ratio * skill.stats.play_successes):
+            out.append(Proposal("retire", [skill_id], [],
+                                {"reason": "aborts in play", "aborts": skill.stats.play_aborts,
+                                 "successes": skill.stats.play_successes,
+                                 "abort_ratio": cfg.maintenance.abort_ratio}))
     return out
 
 

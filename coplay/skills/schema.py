@@ -61,13 +61,17 @@ class Contract:
 @dataclass
 class SkillStats:
     """Usage: instances labelled with the skill, those that passed its contract, their mean game reward
-    and duration (steps), and the iteration of the last use."""
+    and duration (steps), and the iteration of the last use; and how the decision agent's own runs of it
+    ended in play (`play_successes`, `play_aborts`: `Step.skill_event`), which the contract pass rate does
+    not see (a skill whose segments pass may still abort whenever the policy runs it)."""
 
     uses: int = 0
     successes: int = 0
     mean_reward: float = 0.0
     mean_duration: float = 0.0
     last_used: int = 0
+    play_successes: int = 0
+    play_aborts: int = 0
 
     @property
     def pass_rate(self) -> float:

@@ -112,6 +112,23 @@ def record_usage(bank: Bank, segments: Sequence[Segment], cfg: SkillBankConfig, 
         skill.evidence = (skill.evidence + instances)[-cfg.contracts.evidence_limit:]
 
 
+def record_play(bank: Bank, trajectories: Sequence[Trajectory], counts: Counter[str]) -> None:
+    """Fold how the decision agent's runs of each skill ended in play (`Step.skill_event` success / abort on
+    a step with that skill) into its stats; events of skills the bank no longer holds are counted only."""
+    for traj in trajectories:
+        for step in traj.steps:
+            if step.skill_event not in ("success", "abort") or not step.skill_id:
+                continue
+            counts[f"play_{step.skill_event}"] += 1
+            skill = bank.skills.get(step.skill_id)
+            if skill is None:
+                counts["play_events_unknown_skill"] += 1
+            elif step.skill_event == "success":
+                skill.stats.play_successes += 1
+            else:
+                skill.stats.play_aborts += 1
+
+
 def maintenance_summary(counts: Counter[str], records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """This update's maintenance in one block: the evidence seen, proposals by kind (sent to the curator,
     deferred by the caps, rejected as invalid), verdicts, applied and rejected by kind, and the held-out
@@ -239,6 +256,7 @@ def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCal
         samples += segment_round(model, work, train, segments, heldout_before, cfg, iteration,
                                  tokens["segment"], counts)
     record_usage(work, flat, cfg, iteration, counts)
+    record_play(work, usable, counts)
 
     if iteration % cfg.maintenance.every == 0:
         proposals = propose_operations(work, cfg, iteration, trivial, counts)

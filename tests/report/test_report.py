@@ -71,6 +71,8 @@ def test_report_is_self_contained_and_holds_every_section(synthetic_report):
     assert "avalon: the learner per role, all iterations" in page and "win rate [95% Wilson]" in page
     assert "avalon win rates" in page and "<td>side:good</td>" in page
     assert "<h3>Operations per version</h3>" in page and "<b>s1</b>" in page  # the bank report is embedded
+    table = page.split("<table class='skill-use'>")[1].split("</table>")[0]  # skill use per iteration
+    assert table.count("<tr>") == 1 + 4 and "<th>curator agrees with the measure</th>" in table
 
 
 def test_same_run_gives_the_same_charts(run, synthetic_report):

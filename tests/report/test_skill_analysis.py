@@ -228,3 +228,18 @@ def test_a_malformed_operation_record_is_named_not_fatal(tmp_path):
     analysis = load_skill_analysis(run.root)
     assert analysis.banks["2048"].summary.discovered == 1
     assert sum("operation 1" in p or "operation 2" in p for p in analysis.problems) == 2
+
+
+def test_an_iterations_skill_use_counts_picks_and_how_each_use_ended():
+    """The metrics line's `skill_use`: s1 picked twice (a success, then a switch to s2), s2 once (aborted),
+    s1 again to the episode's end; an opponent's steps are not the policy's."""
+    from coplay.report.skill_analysis import skill_use
+
+    mine = _traj("e1", 1, [("s1", "", "MERGE"), ("s1", "success", "MERGE"), ("s1", "switch", "MERGE"),
+                           ("s2", "abort", "BUILD"), (None, "", "MERGE"), ("s1", "", "MERGE")])
+    other = _traj("e2", 1, [("s3", "abort", "BUILD")], policy="expert")
+    use = skill_use([mine, other])
+    assert (use["steps"], use["steps_with_skill"], use["uses"]) == (6, 5, 4)
+    assert use["ended"] == {"abort": 1, "episode end": 1, "success": 1, "switch": 1}
+    assert use["per_skill"] == {"s1": {"uses": 3, "success": 1, "abort": 0, "switch": 1},
+                                "s2": {"uses": 1, "success": 0, "abort": 1, "switch": 0}}

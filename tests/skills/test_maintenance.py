@@ -210,3 +210,27 @@ def test_the_maintenance_block_reports_gated_operations_and_the_curators_agreeme
                                   "quality_after": 3.5}])  # a fallback's verdict: not the curator's
     assert block["gated"] == {"merge": 1} and block["quality_changes"] == [-1.0, 0.0, 0.5]
     assert block["curator_agreement"] == {"judged": 2, "agreed": 1, "rate": 0.5}
+
+
+def test_a_skill_that_aborts_far_more_than_it_succeeds_in_play_becomes_a_retire_candidate(two_skill_bank):
+    """Runs of a skill that end in `abort` are counted into its stats by the bank update; past
+    `abort_ratio` times its successes (and at least `min_instances` aborts) it is proposed for retirement."""
+    from coplay.skills.update import record_play
+
+    bank = two_skill_bank.copy()
+    merge_id = next(s.id for s in bank.skills.values() if "x↑" in s.contract.literals)
+    episodes = shard(2, first_seed=50)
+    for traj in episodes:
+        for k, step in enumerate(traj.steps[:4]):
+            step.skill_id, step.skill_event = merge_id, ("abort" if k < 3 else "success")
+    counts: Counter[str] = Counter()
+    record_play(bank, episodes, counts)
+    stats = bank.skills[merge_id].stats
+    assert (stats.play_aborts, stats.play_successes) == (6, 2) and counts["play_abort"] == 6
+    assert not any(p.op == "retire" and p.targets == [merge_id]
+                   for p in propose_operations(bank, CFG, iteration=2, trivial=frozenset({"score↑"})))
+    stats.play_aborts = 7  # 7 > 3 x 2
+    retire = [p for p in propose_operations(bank, CFG, iteration=2, trivial=frozenset({"score↑"}))
+              if p.op == "retire" and p.targets == [merge_id]]
+    assert retire and retire[0].evidence["reason"] == "aborts in play"
+    assert Bank.from_json(bank.to_json()).skills[merge_id].stats.play_aborts == 7  # saved with the bank

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.learning import _commit, differences, run_main
+from benchmarks.learning_evidence import probe_evidence, probe_markdown, probe_summary, time_split
 
 VARIANT_ORDER = ("full", "sft_only", "sft_first_bank", "sft_final_bank", "grpo_no_bank", "grpo_first_bank",
                  "base")
@@ -111,6 +112,8 @@ def run_variant(config: str, game: str, variant: str, overrides: list[str]) -> d
     if run_dir is not None:
         result.update(bank_evidence(Path(run_dir)))
         result["phases"] = run_totals(RunDir.open(run_dir).read_metrics())  # coplay.driver.phases
+        result["time_split"] = time_split(result["phases"])
+        result["probe"] = probe_evidence(Path(run_dir), game)
     result.update(ruler_evidence(cfg, game, Path(run_dir) / "eval" if run_dir else None))
     return result
 
@@ -325,9 +328,10 @@ def write_results(out: Path, stem: str, command: str, started: float, games: lis
                "total_seconds": round(time.time() - started, 1), "games": games, "variants": variants,
                "complete": len(runs) == len(games) * len(variants), "table": table(runs), "runs": runs,
                **(extra or {})}
-    summary["summary"] = summary_lines(summary["table"])
+    summary["summary"] = summary_lines(summary["table"]) + probe_summary(runs)
     (out / f"{stem}.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
-    (out / f"{stem}.md").write_text(markdown(summary["table"], command))
+    probe_lines = "\n".join(probe_markdown(runs))
+    (out / f"{stem}.md").write_text(markdown(summary["table"], command) + probe_lines + "\n")
     plot(out / f"{stem}.png", runs, sorted({r["game"] for r in runs}, key=games.index))
     return summary
 
@@ -397,7 +401,8 @@ def from_run(run_root: Path) -> dict[str, Any]:
             "sizes": sizes(cfg), "run_dir": str(run_root),
             "seconds": round(phases["wall_s"], 1) if phases else None, "curve": curve, "final": curve[-1],
             "stopped_early": last < cfg.loop.iterations, "last_evaluated_iteration": last,
-            **bank_evidence(run_root), "phases": phases, **ruler_evidence(cfg, game, run_root / "eval")}
+            **bank_evidence(run_root), "phases": phases, "time_split": time_split(phases),
+            "probe": probe_evidence(run_root, game), **ruler_evidence(cfg, game, run_root / "eval")}
 
 
 def read_back(run_dirs: list[str], out: Path, stem: str, argv: list[str] | None) -> int:

@@ -1,0 +1,123 @@
+"""What a learning table needs beside the episode evaluation (`benchmarks.coevolution`, issue 36): the
+per-decision probe of a run's first and last probed adapters next to the bots on the same positions, their
+paired change, and the run's wall time split into training and measuring.
+
+Why: an episode evaluation of 32 seeds says whether the policy plays better; the probe says whether its single
+decisions got closer to the game's lookahead, on fixed positions that do not depend on where its own play
+led, so the two can disagree and both are reported. And on 2 cores an evaluation of 32 seeds costs minutes,
+so "a run of at most 45 minutes" is only comparable between runs when the minutes spent training (cold
+start, rollouts, learner) are told apart from those spent measuring (evaluations and probes), from the run's
+phase timeline (`coplay.driver.phases`).
+
+Reads run folders only (`eval/probe-it<k>.json`, the phase totals); imports coplay's statistics, never ray
+or torch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+MEASURING = ("evaluation",)  # phase-timeline segments that measure rather than train
+
+
+def time_split(phases: dict[str, Any] | None) -> dict[str, float] | None:
+    """{wall_s, measuring_s, training_s} from a run's phase totals (`run_totals`); None without them."""
+    if not phases:
+        return None
+    measuring = sum(phases["seconds"].get(name, 0.0) for name in MEASURING)
+    return {"wall_s": round(phases["wall_s"], 1), "measuring_s": round(measuring, 1),
+            "training_s": round(phases["wall_s"] - measuring, 1)}
+
+
+def _regret(score: dict[str, Any]) -> dict[str, Any]:
+    r = score.get("regret") or {}
+    return {"mean": score["mean_regret"], "ci95": [r.get("ci_low"), r.get("ci_high")], "n": score["n"],
+            "best_share": score.get("best_share"), "invalid_share": score.get("invalid_share")}
+
+
+def probe_evidence(run_root: Path, game: str) -> dict[str, Any] | None:
+    """The run's first and last probes of `game`: the model's mean regret at each (95% t), the bots' on the
+    same positions, whether the bots separate, the last minus the first paired over the positions, and each
+    probe's action spread. None when the run probed nothing."""
+    from coplay.eval.stats import paired_difference
+
+    files = sorted((run_root / "eval").glob("probe-it*.json"))
+    points = [json.loads(p.read_text()) for p in files]
+    points = [p for p in points if game in p.get("results", {})]
+    if not points:
+        return None
+    first, last = points[0], points[-1]
+    entry = last["results"][game]
+    out: dict[str, Any] = {
+        "first_iteration": first["meta"]["iteration"], "last_iteration": last["meta"]["iteration"],
+        "first": _regret(first["results"][game]["model"]), "last": _regret(entry["model"]),
+        "bots": {bot: _regret(entry[bot]) for bot in ("random", "expert") if bot in entry},
+        "bots_separate": bool(entry.get("bots_separate")),
+        "action_spread": {str(p["meta"]["iteration"]): p["results"][game].get("action_spread")
+                          for p in points},
+        "paired_last_minus_first": None,
+    }
+    if first is not last:
+        d = paired_difference(dict(enumerate(first["results"][game]["model"]["regrets"])),
+                              dict(enumerate(entry["model"]["regrets"])))
+        out["paired_last_minus_first"] = d.as_dict() if d is not None else None
+    return out
+
+
+def _cell(r: dict[str, Any]) -> str:
+    low, high = r["ci95"]
+    return f"{r['mean']:.2f} [{low:.2f}, {high:.2f}]" if low is not None else f"{r['mean']:.2f}"
+
+
+def probe_markdown(runs: list[dict[str, Any]]) -> list[str]:
+    """The probe table (one row per run) and the time split, as Markdown lines; [] when no run probed."""
+    rows = [r for r in runs if r.get("probe")]
+    lines: list[str] = []
+    if rows:
+        lines += ["", "Per-decision probe (mean regret against the game's lookahead, lower is better; "
+                      "the same fixed positions for every row):", "",
+                  "| game | variant | positions | first probe (iteration) | last probe (iteration) "
+                  "| last minus first (paired) | random bot | expert bot | bots separate |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for run in rows:
+            p = run["probe"]
+            d = p["paired_last_minus_first"]
+            change = f"{d['difference']:+.2f} [{d['ci_low']:+.2f}, {d['ci_high']:+.2f}]" if d else "-"
+            bots = p["bots"]
+            lines.append(f"| {run['game']} | {run['variant']} | {p['last']['n']} | {_cell(p['first'])} "
+                         f"({p['first_iteration']}) | {_cell(p['last'])} ({p['last_iteration']}) "
+                         f"| {change} | "
+                         f"{_cell(bots['random']) if 'random' in bots else '-'} | "
+                         f"{_cell(bots['expert']) if 'expert' in bots else '-'} | "
+                         f"{'yes' if p['bots_separate'] else '**no: not a result**'} |")
+    timed = [r for r in runs if r.get("time_split")]
+    if timed:
+        lines += ["", "Wall time (phase timeline): training = start-up, cold start, rollouts, learner, bank; "
+                      "measuring = episode evaluations and probes.", "",
+                  "| game | variant | wall s | training s | measuring s |", "|---|---|---|---|---|"]
+        for run in timed:
+            t = run["time_split"]
+            lines.append(f"| {run['game']} | {run['variant']} | {t['wall_s']:.0f} | {t['training_s']:.0f} | "
+                         f"{t['measuring_s']:.0f} |")
+    return lines
+
+
+def probe_summary(runs: list[dict[str, Any]]) -> list[str]:
+    """One line per probed run: did the probe regret fall (paired), or do the bots not separate there."""
+    from coplay.eval.stats import PairedDifference, gain_verdict
+
+    lines = []
+    for run in (r for r in runs if r.get("probe")):
+        p = run["probe"]
+        head = f"  {run['variant']} probe on {run['game']}"
+        if not p["bots_separate"]:
+            lines.append(f"{head}: the bots' regret intervals overlap: not a result")
+        elif p["paired_last_minus_first"]:
+            d = PairedDifference(**{k: v for k, v in p["paired_last_minus_first"].items()
+                                    if k != "excludes_zero"})
+            lines.append(f"{head}: iteration {p['last_iteration']} minus iteration {p['first_iteration']} "
+                         f"{d.difference:+.2f} [{d.ci_low:+.2f}, {d.ci_high:+.2f}] regret (paired over {d.n} "
+                         f"positions); {gain_verdict(d, higher_is_better=False, what='regret')}")
+    return lines

@@ -1,0 +1,51 @@
+"""The learning table's probe and time columns (benchmarks/learning_evidence.py): the run's first and last
+probes beside the bots, their change paired over the same positions, and wall time split into training and
+measuring from the phase timeline."""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks.learning_evidence import probe_evidence, probe_markdown, probe_summary, time_split
+
+
+def _score(regrets: list[float]) -> dict:
+    mean = sum(regrets) / len(regrets)
+    return {"mean_regret": mean, "n": len(regrets), "best_share": 0.0, "invalid_share": 0.0,
+            "regret": {"ci_low": mean - 1.0, "ci_high": mean + 1.0}, "regrets": regrets}
+
+
+def _probe(root, iteration: int, model: list[float], separate: bool = True) -> None:
+    body = {"meta": {"iteration": iteration},
+            "results": {"candy_crush": {"model": _score(model), "random": _score([20.0, 22.0, 24.0, 26.0]),
+                                        "expert": _score([5.0, 6.0, 5.0, 6.0]), "bots_separate": separate,
+                                        "action_spread": {"collapsed": False}}}}
+    (root / "eval").mkdir(exist_ok=True)
+    (root / "eval" / f"probe-it{iteration:05d}.json").write_text(json.dumps(body))
+
+
+def test_the_last_probe_minus_the_first_is_paired_over_the_positions(tmp_path):
+    _probe(tmp_path, 0, [30.0, 28.0, 26.0, 24.0])
+    _probe(tmp_path, 4, [25.0, 20.0, 21.0, 20.0])
+    _probe(tmp_path, 8, [20.0, 18.0, 17.0, 15.0])
+    p = probe_evidence(tmp_path, "candy_crush")
+    assert (p["first_iteration"], p["last_iteration"]) == (0, 8)
+    d = p["paired_last_minus_first"]
+    assert d["difference"] == -9.5 and d["n"] == 4 and d["ci_high"] < 0
+    assert p["bots"]["expert"]["mean"] == 5.5 and p["bots_separate"]
+    run = {"game": "candy_crush", "variant": "grpo_no_bank", "probe": p,
+           "time_split": time_split({"wall_s": 100.0, "seconds": {"evaluation": 40.0, "learner": 60.0}})}
+    assert run["time_split"] == {"wall_s": 100.0, "measuring_s": 40.0, "training_s": 60.0}
+    text = "\n".join(probe_markdown([run]))
+    assert ("| candy_crush | grpo_no_bank | 4 | 27.00 [26.00, 28.00] (0) | 17.50 [16.50, 18.50] (8) "
+            "| -9.50 [-10.42, -8.58] |") in text
+    assert "| 100 | 60 | 40 |" in text
+    assert "a gain was measured" in probe_summary([run])[0]
+
+
+def test_a_probe_whose_bots_do_not_separate_is_not_a_result(tmp_path):
+    _probe(tmp_path, 0, [30.0, 28.0, 26.0, 24.0], separate=False)
+    _probe(tmp_path, 8, [20.0, 18.0, 17.0, 15.0], separate=False)
+    run = {"game": "candy_crush", "variant": "grpo_no_bank", "probe": probe_evidence(tmp_path, "candy_crush")}
+    assert "not a result" in probe_summary([run])[0] and "not a result" in "\n".join(probe_markdown([run]))
+    assert probe_evidence(tmp_path, "2048") is None and time_split(None) is None

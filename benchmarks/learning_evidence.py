@@ -19,7 +19,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-MEASURING = ("evaluation",)  # phase-timeline segments that measure rather than train
+# Phase-timeline segments that measure rather than train: `evaluation` holds the episode evaluations, the
+# probes and each learner step's served-policy update measure (`probe.kl_prompts`).
+MEASURING = ("evaluation",)
 
 
 def time_split(phases: dict[str, Any] | None) -> dict[str, float] | None:
@@ -95,7 +97,8 @@ def probe_markdown(runs: list[dict[str, Any]]) -> list[str]:
     timed = [r for r in runs if r.get("time_split")]
     if timed:
         lines += ["", "Wall time (phase timeline): training = start-up, cold start, rollouts, learner, bank; "
-                      "measuring = episode evaluations and probes.", "",
+                      "measuring = episode evaluations, probes and the learner steps' served-policy "
+                      "measure.", "",
                   "| game | variant | wall s | training s | measuring s |", "|---|---|---|---|---|"]
         for run in timed:
             t = run["time_split"]

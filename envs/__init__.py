@@ -12,6 +12,7 @@ import gymnasium
 from coplay_envs.registry import (
     GAME_KEYS,
     SPECS,
+    feature_scales,
     make_bot,
     make_env,
     role_ids,
@@ -26,5 +27,5 @@ for _spec in SPECS.values():
     if _spec.gym_id is not None and _spec.gym_id not in gymnasium.registry:
         gymnasium.register(id=_spec.gym_id, entry_point=_spec.env)
 
-__all__ = ["GAME_KEYS", "SPECS", "make_bot", "make_env", "role_ids", "rules", "seat_roles", "seats", "side",
-           "spec"]
+__all__ = ["GAME_KEYS", "SPECS", "feature_scales", "make_bot", "make_env", "role_ids", "rules", "seat_roles",
+           "seats", "side", "spec"]

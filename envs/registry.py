@@ -33,15 +33,18 @@ class GameSpec:
     side: str | None = None  # multi-seat games: role id -> the side (or power) whose seats share a goal
     roles: str | None = None  # multi-seat games whose roles differ from the seats: the role ids
     deal: str | None = None  # ... and seed -> each seat's role id, as `reset(seed=...)` deals them
+    scales: str | None = None  # feature -> the values a threshold on it may take (`feature_scales`)
 
 
 SPECS: dict[str, GameSpec] = {
     "2048": GameSpec("2048", "gymnasium", "coplay/2048-v0", "coplay_envs.game2048.env:Game2048Env",
                      "coplay_envs.game2048.env:RULES", "coplay_envs.game2048.bots:ExpertBot",
-                     "coplay_envs.game2048.bots:RandomBot"),
+                     "coplay_envs.game2048.bots:RandomBot",
+                     scales="coplay_envs.game2048.features:FEATURE_SCALES"),
     "candy_crush": GameSpec("candy_crush", "gymnasium", "coplay/CandyCrush-v0",
                             "coplay_envs.candy.env:CandyCrushEnv", "coplay_envs.candy.env:RULES",
-                            "coplay_envs.candy.bots:ExpertBot", "coplay_envs.candy.bots:RandomBot"),
+                            "coplay_envs.candy.bots:ExpertBot", "coplay_envs.candy.bots:RandomBot",
+                            scales="coplay_envs.candy.features:FEATURE_SCALES"),
     "tetris": GameSpec("tetris", "gymnasium", "coplay/Tetris-v0", "coplay_envs.tetris.env:TetrisEnv",
                        "coplay_envs.tetris.env:RULES", "coplay_envs.tetris.bots:ExpertBot",
                        "coplay_envs.tetris.bots:RandomBot"),
@@ -88,6 +91,13 @@ def make_bot(key: str, kind: str, seed: int = 0, **kwargs: Any) -> Any:
 def rules(key: str) -> str:
     """The game's short rules text (shown in prompts)."""
     return resolve(spec(key).rules)
+
+
+def feature_scales(key: str) -> dict[str, tuple[int, ...]]:
+    """Per numeric feature the values a threshold on it may take (task contracts, `coplay.curriculum`): the
+    game's own scale, e.g. 2048 tiles are powers of two. {} for a game that states none (thresholds free)."""
+    path = spec(key).scales
+    return dict(resolve(path)) if path else {}
 
 
 def seats(key: str) -> tuple[str, ...]:

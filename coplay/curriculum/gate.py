@@ -3,7 +3,9 @@ reward, so an impossible or ill-formed task earns nothing.
 
 A task is valid when, in order: the answer parses (`unparseable`) and fits the schema (`schema`); the env
 accepts the position and the game is not already over there (`illegal_position`); the contract parses under
-the bank's expression language with the game's feature names (`contract`); the skill's validator holds at
+the bank's expression language with the game's feature names (`contract`); every threshold it compares a
+feature with is on that feature's scale (`off_scale`: `coplay_envs.feature_scales`, e.g. `max_tile == 6.25`
+names a 2048 tile that cannot exist); the skill's validator holds at
 the start (`validator`); the contract does not already hold there (`trivial`, configurable); and a reference
 reaches the contract at least once within the bound (`unreachable`): the game's expert bot, or one of the K
 solver attempts. Every rejection is counted by reason in `Gate.counts`.
@@ -17,9 +19,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coplay.curriculum.task import Task, TaskRejected, parse_task
-from coplay.skills.expressions import Expression, ExpressionError, parse_expression
+from coplay.skills.expressions import (
+    BoolOp,
+    Compare,
+    Const,
+    Expression,
+    ExpressionError,
+    Feature,
+    Node,
+    Not,
+    parse_expression,
+)
 
-REASONS = ("unparseable", "schema", "illegal_position", "contract", "validator", "trivial", "unreachable")
+REASONS = ("unparseable", "schema", "illegal_position", "contract", "off_scale", "validator", "trivial",
+           "unreachable")
 
 Policy = Callable[[str, dict[str, Any]], str]  # (observation, info) -> action
 
@@ -67,6 +80,19 @@ def play(env: Any, start_state: Mapping[str, Any], policy: Policy, contract: Exp
     return Attempt(False, min(step, bound), total)
 
 
+def thresholds(node: Node) -> list[tuple[str, float]]:
+    """(feature, number) of every comparison of a feature with a numeric constant in an expression."""
+    if isinstance(node, Compare):
+        pairs = [(node.left, node.right), (node.right, node.left)]
+        return [(f.name, float(c.value)) for f, c in pairs if isinstance(f, Feature) and isinstance(c, Const)
+                and not isinstance(c.value, bool)]
+    if isinstance(node, Not):
+        return thresholds(node.operand)
+    if isinstance(node, BoolOp):
+        return [t for operand in node.operands for t in thresholds(operand)]
+    return []
+
+
 class Gate:
     """Validity of the tasks of one single-player game. Holds one env (reset per check) and the counts."""
 
@@ -88,6 +114,7 @@ class Gate:
         self.counts: Counter[str] = Counter()
         _, info = self.env.reset(seed=0)
         self.features: tuple[str, ...] = tuple(info["features"])
+        self.scales: dict[str, tuple[int, ...]] = coplay_envs.feature_scales(game)
 
     def check_answer(self, text: str, *, seed: int = 0, skill_id: str | None = None, validator: str = "",
                      solver: Sequence[Attempt] | None = None) -> Verdict:
@@ -104,6 +131,7 @@ class Gate:
         try:
             start = self.start_state(task)
             contract = self._parse(task.contract, "contract")
+            self._check_scale(contract)
             check_start = self._parse(validator, "validator")
         except TaskRejected as rejected:
             return Verdict(False, rejected.reason, rejected.detail, task)
@@ -148,6 +176,14 @@ class Gate:
         if not info["legal_actions"]:
             raise TaskRejected("illegal_position", "the game is already over at this position")
         return info["state"]
+
+    def _check_scale(self, contract: Expression) -> None:
+        """`TaskRejected("off_scale")` when the contract compares a feature with a value off its scale."""
+        for name, value in thresholds(contract.root):
+            scale = self.scales.get(name)
+            if scale and value not in scale:
+                raise TaskRejected("off_scale", f"{name} {value:g} is not on {self.game}'s scale for {name} "
+                                                f"({min(scale)}..{max(scale)}: {len(scale)} values)")
 
     def _parse(self, text: str, reason: str) -> Expression:
         try:

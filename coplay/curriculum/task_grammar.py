@@ -9,6 +9,8 @@ thresholds and the bound, so the gate still rejects illegal positions, trivial a
 Engines sample under it (vLLM structured outputs, the HF engine's token masks) and the learner masks its
 logits the same way (`Sample.meta["regex"]`), as for constrained contracts (`skills/contract_grammar.py`).
 
+Thresholds are on each game's scale (`coplay_envs.feature_scales`: 2048 tiles are powers of two, Candy Crush
+scores ones a few moves reach), so a proposer cannot write a contract about a state the game cannot have.
 A position grammar exists for the games whose state is a small board (2048: a 4 x 4 grid of 0 and powers of
 two; Candy Crush: 8 rows of 8 candies of its colours); other games have none and their answers stay free.
 Standard library only.
@@ -16,7 +18,7 @@ Standard library only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from coplay.skills.contract_grammar import JSON_TEXT_CHAR, expression_regex
 
@@ -37,11 +39,17 @@ def bound_regex(max_bound: int) -> str:
     return "(" + "|".join(str(b) for b in range(max_bound, 0, -1)) + ")"
 
 
-def task_regex(game: str, features: Mapping[str, str], max_bound: int) -> str | None:
-    """The regex of a `propose` answer on `game` (None: the game has no position grammar)."""
+def task_regex(game: str, features: Mapping[str, str], max_bound: int,
+               scales: Mapping[str, Sequence[int | float]] | None = None) -> str | None:
+    """The regex of a `propose` answer on `game` (None: the game has no position grammar). `scales`: the
+    values each feature's thresholds may take (default: the game's own, `coplay_envs.feature_scales`)."""
     position = POSITIONS.get(game)
     if position is None:
         return None
+    if scales is None:
+        import coplay_envs
+
+        scales = coplay_envs.feature_scales(game)
+    contract = expression_regex(features, MAX_TASK_CONDITIONS, scales)
     return (f'\\{{"position": {position}, "goal": "{JSON_TEXT_CHAR}{{1,{GOAL_MAX_CHARS}}}", '
-            f'"contract": "{expression_regex(features, MAX_TASK_CONDITIONS)}", '
-            f'"bound": {bound_regex(max_bound)}\\}}')
+            f'"contract": "{contract}", "bound": {bound_regex(max_bound)}\\}}')

@@ -14,7 +14,7 @@ constrained `act` answers (coplay/agent/constraint.py). Standard library only.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 SUMMARY_MAX_CHARS = 128  # under prompts.MAX_SUMMARY_CHARS, and short enough to fit the token budget
 PLAN_STEP_MAX_CHARS = 96  # under prompts.MAX_PLAN_STEP_CHARS
@@ -28,21 +28,34 @@ def _names(names: list[str]) -> str:
     return "(" + "|".join(re.escape(n) for n in sorted(names)) + ")"
 
 
-def _condition(numbers: list[str], flags: list[str]) -> str:
+def _values(values: Sequence[int | float]) -> str:
+    """An alternation of the values, longest first (so `1024` is never cut to `10` by a matcher)."""
+    ordered = sorted(set(values), key=lambda v: (-len(str(v)), v))
+    return "(" + "|".join(re.escape(str(v)) for v in ordered) + ")"
+
+
+def _condition(numbers: list[str], flags: list[str],
+               scales: Mapping[str, Sequence[int | float]] | None = None) -> str:
     options = ["true", "false"]
-    if numbers:
-        options.append(f"{_names(numbers)} {_COMPARATORS} {_NUMBER}")
+    scales = scales or {}
+    free = [n for n in numbers if not scales.get(n)]
+    if free:
+        options.append(f"{_names(free)} {_COMPARATORS} {_NUMBER}")
+    for name in sorted(n for n in numbers if scales.get(n)):  # a threshold on the feature's own scale
+        options.append(f"{re.escape(name)} {_COMPARATORS} {_values(scales[name])}")
     if flags:
         options.append(f"{_names(flags)}( (==|!=) (true|false))?")
     return "(not )?(" + "|".join(options) + ")"
 
 
-def expression_regex(features: Mapping[str, str], max_conditions: int = MAX_CONDITIONS) -> str:
+def expression_regex(features: Mapping[str, str], max_conditions: int = MAX_CONDITIONS,
+                     scales: Mapping[str, Sequence[int | float]] | None = None) -> str:
     """The regex of a validator expression over `features` (name -> "bool" or "number"): up to
-    `max_conditions` comparisons joined by `and` / `or`, each optionally negated."""
+    `max_conditions` comparisons joined by `and` / `or`, each optionally negated. `scales`: per numeric
+    feature the values its thresholds may take (`coplay_envs.feature_scales`); others take any number."""
     numbers = [n for n, kind in features.items() if kind != "bool"]
     flags = [n for n, kind in features.items() if kind == "bool"]
-    condition = _condition(numbers, flags)
+    condition = _condition(numbers, flags, scales)
     return f"{condition}( (and|or) {condition}){{0,{max_conditions - 1}}}"
 
 

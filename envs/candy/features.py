@@ -21,6 +21,18 @@ from coplay_envs.candy.rules import COLS, NOT_COL7, colour_masks, matching_swaps
 FEATURE_NAMES: tuple[str, ...] = ("moves_left", "score", "matches_available", "largest_colour_count",
                                   "pairs", "lowest_match_row")
 
+# The values a task's contract may compare each feature with (`coplay_envs.feature_scales`): counts bounded by
+# the 8 x 8 board, and scores a few moves can reach (a swap clears 3 to about 15 candies with its cascades;
+# over 6 moves the expert bot scores about 180 and the random bot about 70).
+FEATURE_SCALES: dict[str, tuple[int, ...]] = {
+    "moves_left": tuple(range(51)),
+    "score": (0, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 120, 150, 200, 250, 300),
+    "matches_available": tuple(range(41)),
+    "largest_colour_count": tuple(range(65)),
+    "pairs": tuple(range(0, 113, 4)),
+    "lowest_match_row": tuple(range(-1, 8)),
+}
+
 
 def board_features(masks: list[int], hmask: int, vmask: int, score: int,
                    moves_left: int) -> dict[str, int]:

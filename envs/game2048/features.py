@@ -24,6 +24,21 @@ from coplay_envs.game2048.rules import Board, RowInfo, board_from_values, legal_
 FEATURE_NAMES: tuple[str, ...] = ("max_tile", "empty_cells", "merges", "monotonic_lines", "corner_max",
                                   "legal_moves", "tile_sum", "score", "moves_left")
 
+# The values a task's contract may compare each numeric feature with (`coplay_envs.feature_scales`): values
+# the feature takes on this board (tiles and tile sums are powers of two; cell and line counts are bounded by
+# the 4 x 4 board; a score is a sum of merged tiles). A threshold off these scales (`max_tile == 6.25`,
+# `max_tile == 200`) names a state the game cannot have.
+FEATURE_SCALES: dict[str, tuple[int, ...]] = {
+    "max_tile": tuple(2 ** k for k in range(1, 12)),  # 2 .. 2048
+    "empty_cells": tuple(range(17)),
+    "merges": tuple(range(9)),
+    "monotonic_lines": tuple(range(9)),
+    "legal_moves": tuple(range(5)),
+    "tile_sum": tuple(2 ** k for k in range(2, 13)),  # 4 .. 4096
+    "score": (0, *(2 ** k for k in range(2, 14))),  # 0, 4 .. 8192
+    "moves_left": tuple(range(51)),  # a task's bound is at most 50 moves
+}
+
 
 def board_features(board: Board, rows: list[RowInfo], cols: list[RowInfo], n_legal: int, score: int,
                    moves_left: int) -> dict[str, int | bool]:

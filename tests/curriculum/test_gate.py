@@ -46,6 +46,8 @@ def test_a_reachable_task_is_valid_and_the_expert_reaches_it(gate: Gate) -> None
     (answer(position={"board": [[2, 4, 2, 4], [4, 2, 4, 2]] * 2}), "illegal_position"),  # game over
     (answer(contract="max_tile >= 4 and __import__('os')"), "contract"),
     (answer(contract="highest_tile >= 4"), "contract"),
+    (answer(contract="max_tile == 6.25"), "off_scale"),       # no 2048 tile is 6.25
+    (answer(contract="max_tile >= 4 or score >= 200"), "off_scale"),  # a 2048 score is a sum of tiles
     (answer(contract="max_tile >= 2"), "trivial"),
     (answer(contract="max_tile >= 2048", goal="make 2048 in 5 moves", bound=5), "unreachable"),
 ])
@@ -87,3 +89,21 @@ def test_tetris_tasks_are_judged_on_the_real_env_and_expert() -> None:
     assert gate.check(Task("tetris", {}, "x", "pieces_placed >= 3", 10)).reason == "contract"  # not a feature
     verdict = gate.check(Task("tetris", {"board": "not a board"}, "x", "lines_cleared >= 1", 10))
     assert verdict.reason == "illegal_position"
+
+
+def test_every_threshold_a_games_scale_names_is_one_the_game_can_show() -> None:
+    """The scales are facts of the game: expert play reaches the scale's small values and every feature
+    value seen on 2048 is either on its scale or beyond the tasks' reach (tiles above 2048)."""
+    import coplay_envs
+    from coplay.rollout.bot_episodes import play_bot_episodes
+
+    scales = coplay_envs.feature_scales("2048")
+    assert scales["max_tile"] == tuple(2 ** k for k in range(1, 12))
+    seen: dict[str, set] = {name: set() for name in scales}
+    for traj in play_bot_episodes("2048", "expert", [0, 1], max_steps=60):
+        for step in traj.steps:
+            for name in scales:
+                seen[name].add(step.features_before[name])
+    for name in ("max_tile", "empty_cells", "merges", "monotonic_lines", "legal_moves"):
+        assert seen[name] <= set(scales[name]), (name, seen[name] - set(scales[name]))
+    assert coplay_envs.feature_scales("tetris") == {}  # no scale stated: thresholds stay free

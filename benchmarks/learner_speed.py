@@ -26,7 +26,10 @@ near zero: there it steps by about ±lr whatever the gradient's size).
 the learner, as in a run; the peak is then measured under it too). Prints one JSON object and writes it to
 `--out`.
 
-Run: ``python -m benchmarks.learner_speed [--samples 16] [--repeats 3] [--arms old,new]``
+`--groups state` trains four answers at each position instead (same-state GRPO groups): the split forward
+then computes each position's whole prompt once (`coplay.learn.batching.sharing_micro_batches`).
+
+Run: ``python -m benchmarks.learner_speed [--samples 16] [--repeats 3] [--arms old,new] [--groups state]``
 """
 
 from __future__ import annotations
@@ -49,19 +52,32 @@ ARMS = {"old": (False, False), "trunk": (True, False), "prefix": (False, True), 
 OUT = "benchmarks/results/learner-speed-smollm2.json"
 
 
-def act_samples(tokenizer: Any, count: int, history: int, temperature: float) -> tuple[list, dict]:
-    """`count` act Samples of 2048 with the decision agent's prompts and the expert's answers."""
+DIRECTIONS = ("up", "down", "left", "right")
+
+
+def act_samples(tokenizer: Any, count: int, history: int, temperature: float,
+                groups: str = "episode") -> tuple[list, dict]:
+    """`count` act Samples of 2048 with the decision agent's prompts and the expert's answers. `groups`:
+    `episode`, every sample at its own position (episode groups after the first move); `state`, four
+    answers at each position (a same-state group: the expert's answer with its ACTION line set to each of
+    the four directions), so four samples share their whole prompt."""
     import coplay_envs
     from coplay.learn.sft import tokenize_example
     from coplay.learn.teacher import expert_examples
     from coplay.types import Sample
 
+    per_state = len(DIRECTIONS) if groups == "state" else 1
     seeds = list(range(1000, 1000 + max(1, count // 8 + 1)))
     examples = [e for e in expert_examples("2048", seeds, coplay_envs.rules("2048"), history_len=history,
-                                           max_steps=8) if e.adapter == "act"][:count]
+                                           max_steps=8) if e.adapter == "act"][:max(1, count // per_state)]
+    if per_state > 1:
+        examples = [(e.messages, e.completion.rsplit("ACTION:", 1)[0] + f"ACTION: {d}")
+                    for e in examples for d in DIRECTIONS][:count]
+    else:
+        examples = [(e.messages, e.completion) for e in examples]
     samples, advantages = [], {}
-    for i, example in enumerate(examples):
-        tokens = tokenize_example(tokenizer, example.messages, example.completion)
+    for i, (messages, completion) in enumerate(examples):
+        tokens = tokenize_example(tokenizer, messages, completion)
         sid = f"act-{i}"
         samples.append(Sample(adapter="act", adapter_version=0, prompt_ids=tokens.prompt_ids,
                               completion_ids=tokens.completion_ids,
@@ -83,8 +99,7 @@ def executed_flop(samples: list[Any], micro_batch: int, top: int, layers: int, a
     total = 0.0
     trunk_done: set[tuple[int, ...]] = set()
     step_prefix = _common([s.prompt_ids for s in samples])
-    for start in range(0, len(samples), micro_batch):
-        rows = samples[start : start + micro_batch]
+    for rows in _micro_batches(samples, micro_batch, shared):
         prompts = [s.prompt_ids for s in rows]
         prefix, base = 0, 0
         if shared:  # `batching.share_prefixes` on one rank
@@ -108,6 +123,16 @@ def executed_flop(samples: list[Any], micro_batch: int, top: int, layers: int, a
             columns = width + prefix - min(len(p) for p in prompts) + 1
         total += 2 * 2 * hidden * vocab * len(rows) * columns
     return total
+
+
+def _micro_batches(samples: list[Any], micro_batch: int, shared: bool) -> list[list[Any]]:
+    """The micro-batches the learner cuts (`sharing_micro_batches` where it shares prefixes: the answers to
+    one prompt together), on one rank."""
+    if shared and len({tuple(s.prompt_ids) for s in samples}) < len(samples):
+        from coplay.learn.batching import sharing_micro_batches
+
+        return sharing_micro_batches(samples, 0, 1, micro_batch)
+    return [samples[k : k + micro_batch] for k in range(0, len(samples), micro_batch)]
 
 
 def _common(prompts: list[list[int]]) -> int:
@@ -147,6 +172,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed steps per arm")
     parser.add_argument("--arms", default="old,new", help=f"comma-separated, of {sorted(ARMS)}")
     parser.add_argument("--history", type=int, default=0, help="recent steps in the prompts (0: ~445 tokens)")
+    parser.add_argument("--groups", choices=("episode", "state"), default="episode",
+                        help="episode: one sample per position; state: 4 answers per position (same prompt)")
     parser.add_argument("--backend", default="deepspeed", help="learner.backend (the demo's: deepspeed)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (the demo's learner.threads)")
     parser.add_argument("--peak-seconds", type=float, default=2.0)
@@ -195,7 +222,8 @@ def measure(args: argparse.Namespace, started: float, load_start: list[float]) -
     peaks = [matmul_peak("float32", args.threads, min_seconds=args.peak_seconds)]
     learners, cfg = build_arms(args)
     first = next(iter(learners.values()))
-    samples, advantages = act_samples(first.tokenizer, args.samples, args.history, cfg.sampling.temperature)
+    samples, advantages = act_samples(first.tokenizer, args.samples, args.history, cfg.sampling.temperature,
+                                      args.groups)
     names = list(learners)
     for name in names:  # warm-up, untimed
         learners[name].train_step(samples, advantages)
@@ -248,7 +276,7 @@ def measure(args: argparse.Namespace, started: float, load_start: list[float]) -
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "settings": {"samples": len(samples), "micro_batch": args.micro_batch, "repeats": args.repeats,
                      "backend": args.backend, "lora": cfg.adapters["act"].model_dump(),
-                     "adapted_layers": top, "layers": layers, "history": args.history,
+                     "adapted_layers": top, "layers": layers, "history": args.history, "groups": args.groups,
                      "prompt_tokens": {"min": min(prompt_lens), "median": statistics.median(prompt_lens),
                                        "max": max(prompt_lens)},
                      "shared_prefix_tokens": _common([s.prompt_ids for s in samples]),

@@ -169,6 +169,8 @@ def sharing_micro_batches(items: list[TrainItem], rank: int, world: int,
     chunks.extend(singles[k : k + micro_batch_size] for k in range(0, len(singles), micro_batch_size))
     mine = chunks[rank::world]
     count = math.ceil(len(chunks) / world)
+    if len(mine) == count:
+        return mine
     filler = items[0]
     pad = TrainItem(filler.prompt_ids, filler.completion_ids, filler.behaviour_logprobs, filler.temperature,
                     0.0, 0.0, filler.regex, filler.on_policy)

@@ -56,3 +56,15 @@ def test_a_run_on_the_tiny_model_prints_every_arm_with_ratios_and_shares(tmp_pat
     assert 0 < new["executed_share_of_peak"] and new["executed_gflop_per_step"] < \
         result["arms"]["old"]["executed_gflop_per_step"]
     assert result["settings"]["shared_prefix_tokens"] > 100  # the 2048 system turn
+
+
+def test_the_flop_count_of_same_state_groups_computes_each_prompt_once():
+    """Four answers at each of two positions: sharing cuts one micro-batch per position, so each whole
+    prompt (less its last token) is computed once, not the system turn alone."""
+    system = list(range(100, 140))
+    samples = [_sample(system + [50 + p, 60 + p, 70 + p], 3) for p in range(2) for _ in range(4)]
+    flop = {arm: executed_flop(samples, 8, top=1, layers=3, arm=arm, dims=DIMS) for arm in ("old", "new")}
+    # new: per position 4 rows x (1 prompt token + 3 completion) columns through 3 layers + 1 backward
+    rows = 2 * 4 * 4 * (2 * 1000 + 4 * 10 * (42 + 2)) * 4
+    assert flop["new"] < flop["old"] / 3
+    assert flop["new"] > rows

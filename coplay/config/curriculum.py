@@ -39,6 +39,11 @@ class CurriculumConfig(Section):
         "statistics", description="statistics: prefer skills whose solver success is near 0.5; uniform: any "
                                   "skill alike (an ablation)")
     unguided: bool = Field(False, description="ablation: prompts name no skill at all; the gate filters only")
+    gate_credit: float = Field(
+        0.2, ge=0.0, lt=1.0, description="share of the proposer's reward that passing the gate's checks "
+                                         "earns: an invalid task gets this x the share of checks it passed "
+                                         "(in the gate's order), a valid one this + the rest x the mid-"
+                                         "difficulty score; 0: the paper's 1{valid} x (1 - 2|p - 0.5|)")
     game_reward_scale: float = Field(
         0.0, ge=0.0, description="solver reward = contract satisfied (0/1) + this x the game reward of the "
                                  "attempt")

@@ -37,6 +37,14 @@ REASONS = ("unparseable", "schema", "illegal_position", "contract", "off_scale",
 Policy = Callable[[str, dict[str, Any]], str]  # (observation, info) -> action
 
 
+def passed_share(reason: str | None) -> float:
+    """The share of the gate's checks (`REASONS`, in the order they run) a task passed before `reason`
+    refused it; 1.0 for a valid task (None)."""
+    if reason is None:
+        return 1.0
+    return REASONS.index(reason) / len(REASONS) if reason in REASONS else 0.0
+
+
 @dataclass(frozen=True)
 class Attempt:
     """One play of a task from its start: whether the contract held within the bound, after how many steps

@@ -19,7 +19,7 @@ from coplay.agent.constraint import constraint_for
 from coplay.agent.parsing import parse_act
 from coplay.agent.prompts import act_messages
 from coplay.config import CurriculumConfig
-from coplay.curriculum.gate import Attempt, Gate, Verdict
+from coplay.curriculum.gate import Attempt, Gate, Verdict, passed_share
 from coplay.curriculum.prompts import proposer_messages, solver_goal
 from coplay.curriculum.rewards import proposer_reward, solver_reward, success_rate
 from coplay.curriculum.routing import Router
@@ -233,7 +233,7 @@ def run_round(caller: ModelCaller, gate: Gate, router: Router, skills: Mapping[s
         else:
             verdict = gate.reject(pre.reason or "schema", pre.detail, pre.task)
         p = success_rate([a.satisfied for a in mine]) if verdict.valid else 0.0
-        sample.reward = proposer_reward(verdict.valid, p)
+        sample.reward = proposer_reward(verdict.valid, p, passed_share(verdict.reason), cfg.gate_credit)
         outcomes.append(TaskOutcome(verdict, mine, p, sample.reward))
         if verdict.valid:
             trained += steps  # the solver learns only on valid tasks

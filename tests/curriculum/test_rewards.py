@@ -32,3 +32,17 @@ def test_solver_reward_is_the_contract_plus_the_scaled_game_reward() -> None:
     assert solver_reward(True, game_reward=8.0, scale=0.01) == pytest.approx(1.08)
     assert success_rate([]) == 0.0
 
+
+
+def test_with_gate_credit_tasks_rank_by_how_far_they_got_and_every_valid_one_outranks_the_invalid() -> None:
+    """c = 0.2: an invalid task earns 0.2 x the share of gate checks it passed (in the gate's order), so a
+    group whose tasks all fail still has reward variance; a valid task earns at least 0.2."""
+    from coplay.curriculum.gate import REASONS, passed_share
+
+    invalid = [proposer_reward(False, 0.0, passed_share(reason), 0.2) for reason in REASONS]
+    assert invalid == sorted(invalid) and invalid[0] == 0.0 and len(set(invalid)) == len(REASONS)
+    assert max(invalid) < proposer_reward(True, 0.0, 1.0, 0.2) == pytest.approx(0.2)
+    assert proposer_reward(True, 0.5, 1.0, 0.2) == pytest.approx(1.0)
+    assert proposer_reward(True, 0.25, 1.0, 0.2) == pytest.approx(0.2 + 0.8 * 0.5)
+    assert passed_share("off_scale") == REASONS.index("off_scale") / len(REASONS)
+    assert passed_share(None) == 1.0

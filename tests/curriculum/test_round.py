@@ -53,12 +53,13 @@ def test_a_round_rewards_proposer_and_solver_by_the_rules(reference: str) -> Non
     gate, skills = Gate("2048", max_bound=cfg.max_bound, reference=reference), {"s1": skill()}
     result = run_round(scripted(), gate, Router(exploration_share=0.0), skills, cfg, 1, "rules", TOKENS)
     proposer = [s for s in result.samples if s.adapter == "propose"]
-    assert [s.reward for s in proposer] == [1.0, 0.0, 0.0]  # p = 0.5; unreachable; unparseable
+    # p = 0.5; unreachable (passed 7 of the gate's 8 checks: gate_credit 0.2 x 7/8); unparseable
+    assert [s.reward for s in proposer] == pytest.approx([1.0, 0.2 * 7 / 8, 0.0])
     assert len({s.group_id for s in proposer}) == 1
     assert [o.verdict.reason for o in result.outcomes] == [None, "unreachable", "unparseable"]
     log = result.metrics()["tasks"]  # what the proposer wrote and why the gate refused it, in the summary
     assert [(t["reason"], t["skill"], t["reward"]) for t in log] == [
-        (None, "s1", 1.0), ("unreachable", "s1", 0.0), ("unparseable", None, 0.0)]
+        (None, "s1", 1.0), ("unreachable", "s1", pytest.approx(0.175)), ("unparseable", None, 0.0)]
     assert log[0]["task"] == EASY and log[0]["p"] == 0.5 and log[2]["task"] is None
     assert result.counts["unreachable"] == result.counts["unparseable"] == result.counts["valid"] == 1
     solver = [s for s in result.samples if s.adapter == "act"]

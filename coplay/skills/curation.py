@@ -124,7 +124,8 @@ def curator_round(caller: ModelCaller | None, bank: Bank, proposals: Sequence[Pr
         gated = (applied and cfg.maintenance.quality_gate and not holds and proposal.op in GATED_OPS
                  and caller is not None)
         approved, applied = applied, applied and not gated
-        counts[f"gated_{proposal.op}"] += gated
+        if gated:
+            counts[f"gated_{proposal.op}"] += 1
         counts[f"{'applied' if applied else 'rejected'}_{proposal.op}"] += 1
         if applied:
             bank, q_now = after, q_after

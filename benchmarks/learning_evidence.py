@@ -9,6 +9,10 @@ so "a run of at most 45 minutes" is only comparable between runs when the minute
 start, rollouts, learner) are told apart from those spent measuring (evaluations and probes), from the run's
 phase timeline (`coplay.driver.phases`).
 
+`python -m benchmarks.learning_evidence --arm NAME=RESULTS.json ... --name STEM` compares learning runs of
+one game on one protocol (e.g. same-state against episode groups): each arm against its cold start, and every
+arm against the first, paired over the evaluation seeds and over the probe positions.
+
 Reads run folders only (`eval/probe-it<k>.json`, the phase totals); imports coplay's statistics, never ray
 or torch.
 """
@@ -124,3 +128,101 @@ def probe_summary(runs: list[dict[str, Any]]) -> list[str]:
                          f"{d.difference:+.2f} [{d.ci_low:+.2f}, {d.ci_high:+.2f}] regret (paired over {d.n} "
                          f"positions); {gain_verdict(d, higher_is_better=False, what='regret')}")
     return lines
+
+
+def _last_probe_regrets(run_dir: Path, game: str) -> dict[int, float] | None:
+    files = sorted((run_dir / "eval").glob("probe-it*.json"))
+    if not files:
+        return None
+    entry = json.loads(files[-1].read_text())["results"].get(game)
+    return dict(enumerate(entry["model"]["regrets"])) if entry else None
+
+
+def compare_arms(arms: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Several learning runs of one game on one protocol (name -> their `benchmarks.coevolution` results
+    entry): per arm its final evaluation and probe minus its cold start (paired), its minutes; and every
+    later arm minus the first, paired over the evaluation seeds and over the probe positions, so "which
+    learned more in the same minutes" has an interval. Arms must share the evaluation seeds and the probe."""
+    from coplay.eval.stats import paired_difference
+
+    first_name, first = next(iter(arms.items()))
+    game = first["game"]
+    rows = {}
+    for name, run in arms.items():
+        if run["game"] != game:
+            raise SystemExit(f"arm {name}: game {run['game']}, not {game}")
+        cold = run["curve"][0] if run["curve"] and run["curve"][0]["iteration"] == 0 else None
+        d = paired_difference(cold["per_seed"], run["final"]["per_seed"]) if cold else None
+        rows[name] = {"run_dir": run.get("run_dir"), "final": {k: run["final"][k] for k in ("mean", "ci_low",
+                                                                                        "ci_high", "n")},
+                      "final_iteration": run["final"]["iteration"],
+                      "eval_minus_cold_start": d.as_dict() if d else None,
+                      "probe_minus_cold_start": (run.get("probe") or {}).get("paired_last_minus_first"),
+                      "time_split": run.get("time_split"), "sizes": run.get("sizes")}
+    versus = {}
+    for name, run in list(arms.items())[1:]:
+        d_eval = paired_difference(first["final"]["per_seed"], run["final"]["per_seed"])
+        a, b = (_last_probe_regrets(Path(r["run_dir"]), game) if r.get("run_dir") else None
+                for r in (first, run))
+        d_probe = paired_difference(a, b) if a and b else None
+        versus[f"{name} minus {first_name}"] = {"eval": d_eval.as_dict() if d_eval else None,
+                                               "probe_regret": d_probe.as_dict() if d_probe else None}
+    return {"game": game, "arms": rows, "versus_first": versus,
+            "protocol_check": first.get("protocol_check"), "bots": first.get("bots")}
+
+
+def compare_markdown(result: dict[str, Any], command: str) -> str:
+    """The comparison as Markdown: one row per arm, then every arm against the first."""
+    def cell(d: dict[str, Any] | None) -> str:
+        return "-" if not d else f"{d['difference']:+.2f} [{d['ci_low']:+.2f}, {d['ci_high']:+.2f}]"
+
+    passed = (result.get("protocol_check") or {}).get("passed")
+    lines = [f"Command: `{command}`", "", f"Game: {result['game']}; protocol check: "
+             f"{'passed' if passed else 'NOT passed: not a result'}", "",
+             "| arm | final eval [95% t] (iteration) | eval minus cold start (paired) "
+             "| probe regret minus cold start (paired) | training s | measuring s |",
+             "|---|---|---|---|---|---|"]
+    for name, row in result["arms"].items():
+        f, t = row["final"], row["time_split"] or {}
+        lines.append(f"| {name} | {f['mean']:.1f} [{f['ci_low']:.1f}, {f['ci_high']:.1f}] "
+                     f"({row['final_iteration']}) | {cell(row['eval_minus_cold_start'])} | "
+                     f"{cell(row['probe_minus_cold_start'])} | {t.get('training_s', '-')} | "
+                     f"{t.get('measuring_s', '-')} |")
+    lines += ["", "| comparison | final eval (paired over seeds) "
+                  "| final probe regret (paired over positions) |", "|---|---|---|"]
+    for name, d in result["versus_first"].items():
+        lines.append(f"| {name} | {cell(d['eval'])} | {cell(d['probe_regret'])} |")
+    for bot, score in sorted((result.get("bots") or {}).items()):
+        lines.append(f"\n{bot} bot on the same seeds: {score['mean']:.1f} [{score['ci_low']:.1f}, "
+                     f"{score['ci_high']:.1f}]")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m benchmarks.learning_evidence --arm NAME=RESULTS.json ... --name STEM`: compare_arms on the
+    runs of `benchmarks.coevolution` results files (the first run of each), written as STEM.json and .md."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--arm", action="append", required=True, metavar="NAME=RESULTS_JSON")
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--out", default="benchmarks/results")
+    args = parser.parse_args(argv)
+    arms = {}
+    for spec in args.arm:
+        name, _, path = spec.partition("=")
+        arms[name] = json.loads(Path(path).read_text())["runs"][0]
+    result = compare_arms(arms)
+    command = "python -m benchmarks.learning_evidence " + " ".join(sys.argv[1:] if argv is None else argv)
+    result["command"] = command
+    out = Path(args.out)
+    (out / f"{args.name}.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    text = compare_markdown(result, command)
+    (out / f"{args.name}.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

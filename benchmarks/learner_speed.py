@@ -128,7 +128,7 @@ def executed_flop(samples: list[Any], micro_batch: int, top: int, layers: int, a
 def _micro_batches(samples: list[Any], micro_batch: int, shared: bool) -> list[list[Any]]:
     """The micro-batches the learner cuts (`sharing_micro_batches` where it shares prefixes: the answers to
     one prompt together), on one rank."""
-    if shared and len({tuple(s.prompt_ids) for s in samples}) < len(samples):
+    if shared:
         from coplay.learn.batching import sharing_micro_batches
 
         return sharing_micro_batches(samples, 0, 1, micro_batch)

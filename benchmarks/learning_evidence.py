@@ -143,6 +143,7 @@ def compare_arms(arms: dict[str, dict[str, Any]]) -> dict[str, Any]:
     entry): per arm its final evaluation and probe minus its cold start (paired), its minutes; and every
     later arm minus the first, paired over the evaluation seeds and over the probe positions, so "which
     learned more in the same minutes" has an interval. Arms must share the evaluation seeds and the probe."""
+    from benchmarks.coevolution import paired
     from coplay.eval.stats import paired_difference
 
     first_name, first = next(iter(arms.items()))
@@ -152,20 +153,18 @@ def compare_arms(arms: dict[str, dict[str, Any]]) -> dict[str, Any]:
         if run["game"] != game:
             raise SystemExit(f"arm {name}: game {run['game']}, not {game}")
         cold = run["curve"][0] if run["curve"] and run["curve"][0]["iteration"] == 0 else None
-        d = paired_difference(cold["per_seed"], run["final"]["per_seed"]) if cold else None
         rows[name] = {"run_dir": run.get("run_dir"), "final": {k: run["final"][k] for k in ("mean", "ci_low",
                                                                                         "ci_high", "n")},
                       "final_iteration": run["final"]["iteration"],
-                      "eval_minus_cold_start": d.as_dict() if d else None,
+                      "eval_minus_cold_start": paired(cold, run["final"]),
                       "probe_minus_cold_start": (run.get("probe") or {}).get("paired_last_minus_first"),
                       "time_split": run.get("time_split"), "sizes": run.get("sizes")}
     versus = {}
     for name, run in list(arms.items())[1:]:
-        d_eval = paired_difference(first["final"]["per_seed"], run["final"]["per_seed"])
         a, b = (_last_probe_regrets(Path(r["run_dir"]), game) if r.get("run_dir") else None
                 for r in (first, run))
         d_probe = paired_difference(a, b) if a and b else None
-        versus[f"{name} minus {first_name}"] = {"eval": d_eval.as_dict() if d_eval else None,
+        versus[f"{name} minus {first_name}"] = {"eval": paired(first["final"], run["final"]),
                                                "probe_regret": d_probe.as_dict() if d_probe else None}
     return {"game": game, "arms": rows, "versus_first": versus,
             "protocol_check": first.get("protocol_check"), "bots": first.get("bots")}

@@ -19,17 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coplay.curriculum.task import Task, TaskRejected, parse_task
-from coplay.skills.expressions import (
-    BoolOp,
-    Compare,
-    Const,
-    Expression,
-    ExpressionError,
-    Feature,
-    Node,
-    Not,
-    parse_expression,
-)
+from coplay.skills.expressions import Expression, ExpressionError, parse_expression
 
 REASONS = ("unparseable", "schema", "illegal_position", "contract", "off_scale", "validator", "trivial",
            "unreachable")
@@ -86,19 +76,6 @@ def play(env: Any, start_state: Mapping[str, Any], policy: Policy, contract: Exp
         if terminated or truncated:
             break
     return Attempt(False, min(step, bound), total)
-
-
-def thresholds(node: Node) -> list[tuple[str, float]]:
-    """(feature, number) of every comparison of a feature with a numeric constant in an expression."""
-    if isinstance(node, Compare):
-        pairs = [(node.left, node.right), (node.right, node.left)]
-        return [(f.name, float(c.value)) for f, c in pairs if isinstance(f, Feature) and isinstance(c, Const)
-                and not isinstance(c.value, bool)]
-    if isinstance(node, Not):
-        return thresholds(node.operand)
-    if isinstance(node, BoolOp):
-        return [t for operand in node.operands for t in thresholds(operand)]
-    return []
 
 
 class Gate:
@@ -187,7 +164,7 @@ class Gate:
 
     def _check_scale(self, contract: Expression) -> None:
         """`TaskRejected("off_scale")` when the contract compares a feature with a value off its scale."""
-        for name, value in thresholds(contract.root):
+        for name, value in contract.thresholds:
             scale = self.scales.get(name)
             if scale and value not in scale:
                 raise TaskRejected("off_scale", f"{name} {value:g} is not on {self.game}'s scale for {name} "

@@ -19,6 +19,7 @@ only.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -94,10 +95,13 @@ def rank_micro_batches(items: list[TrainItem], rank: int, world: int,
     per_rank = math.ceil(len(items) / world)
     count = max(1, math.ceil(per_rank / micro_batch_size))
     chunks = [mine[k * micro_batch_size : (k + 1) * micro_batch_size] for k in range(count)]
-    filler = items[0]
-    return [chunk or [TrainItem(filler.prompt_ids, filler.completion_ids, filler.behaviour_logprobs,
-                                filler.temperature, 0.0, 0.0, filler.regex, filler.on_policy)]
-            for chunk in chunks]
+    return [chunk or [_padding(items[0])] for chunk in chunks]
+
+
+def _padding(item: TrainItem) -> TrainItem:
+    """A copy of `item` that weighs nothing: the row a rank with fewer items runs so the calls pair up."""
+    return TrainItem(item.prompt_ids, item.completion_ids, item.behaviour_logprobs, item.temperature, 0.0,
+                     0.0, item.regex, item.on_policy)
 
 
 def to_micro_batch(items: list[TrainItem], pad_id: int = 0, masks: TokenMasks | None = None) -> MicroBatch:
@@ -155,26 +159,15 @@ def sharing_micro_batches(items: list[TrainItem], rank: int, world: int,
         return rank_micro_batches(items, rank, world, micro_batch_size)
     chunks: list[list[TrainItem]] = []
     singles: list[TrainItem] = []
-    start = 0
-    while start < len(items):
-        end = start
-        while end < len(items) and items[end].prompt_ids == items[start].prompt_ids:
-            end += 1
-        run = items[start:end]
+    for _, group in itertools.groupby(items, key=lambda item: item.prompt_ids):
+        run = list(group)
         if len(run) == 1:
             singles.extend(run)
         else:
             chunks.extend(run[k : k + micro_batch_size] for k in range(0, len(run), micro_batch_size))
-        start = end
     chunks.extend(singles[k : k + micro_batch_size] for k in range(0, len(singles), micro_batch_size))
     mine = chunks[rank::world]
-    count = math.ceil(len(chunks) / world)
-    if len(mine) == count:
-        return mine
-    filler = items[0]
-    pad = TrainItem(filler.prompt_ids, filler.completion_ids, filler.behaviour_logprobs, filler.temperature,
-                    0.0, 0.0, filler.regex, filler.on_policy)
-    return mine + [[pad]] * (count - len(mine))
+    return mine + [[_padding(items[0])] for _ in range(math.ceil(len(chunks) / world) - len(mine))]
 
 
 def share_prefixes(batches: list[MicroBatch], items: list[TrainItem], world: int,

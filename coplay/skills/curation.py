@@ -57,15 +57,21 @@ def skills_fingerprint(bank: Bank) -> str:
     return hashlib.sha256(json.dumps(skills, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:12]
 
 
+def quality_holds(quality_before: float, quality_after: float, tolerance: float = 0.0) -> bool:
+    """The measure's answer to an operation: the held-out quality fell by at most `tolerance` (the rule of
+    the `quality` fallback, of the quality gate and of the curator's agreement)."""
+    return quality_after >= quality_before - tolerance - QUALITY_TOLERANCE
+
+
 def decide(verdicts: Sequence[str | None], quality_before: float, quality_after: float,
-           fallback: str) -> tuple[str, bool]:
+           fallback: str, tolerance: float = 0.0) -> tuple[str, bool]:
     """(verdict on record, approved) from the curator samples' parsed verdicts: the first that is approve or
-    reject; none: the fallback (`reject`, or `quality`: approve iff the quality does not drop)."""
+    reject; none: the fallback (`reject`, or `quality`: approve iff `quality_holds`)."""
     for verdict in verdicts:
         if verdict in ("approve", "reject"):
             return verdict, verdict == "approve"
     if fallback == "quality":
-        approved = quality_after >= quality_before - QUALITY_TOLERANCE
+        approved = quality_holds(quality_before, quality_after, tolerance)
         return ("fallback_approve" if approved else "fallback_reject"), approved
     return "fallback_reject", False
 
@@ -118,9 +124,10 @@ def curator_round(caller: ModelCaller | None, bank: Bank, proposals: Sequence[Pr
         if caller is None:
             verdict, applied = "deterministic", True
         else:
-            verdict, applied = decide(verdicts, q_before, q_after, cfg.maintenance.unparseable_verdict)
+            verdict, applied = decide(verdicts, q_before, q_after, cfg.maintenance.unparseable_verdict,
+                                      tolerance)
         counts[f"verdict_{verdict}"] += 1
-        holds = q_after >= q_before - tolerance - QUALITY_TOLERANCE  # the measure's own answer
+        holds = quality_holds(q_before, q_after, tolerance)
         gated = (applied and cfg.maintenance.quality_gate and not holds and proposal.op in GATED_OPS
                  and caller is not None)
         approved, applied = applied, applied and not gated

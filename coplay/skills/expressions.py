@@ -170,6 +170,11 @@ class Expression:
         """Feature names the expression reads."""
         return set(_names(self.root))
 
+    @property
+    def thresholds(self) -> list[tuple[str, float]]:
+        """(feature, number) of every comparison of a feature with a numeric constant."""
+        return list(_thresholds(self.root))
+
     def evaluate(self, features: Mapping[str, Value]) -> bool:
         """Truth value under `features`; a feature it reads but the view lacks raises `ExpressionError`."""
         return bool(_eval(self.root, features, self.text))
@@ -193,6 +198,19 @@ def _names(node: Node) -> Iterable[str]:
     elif isinstance(node, BoolOp):
         for operand in node.operands:
             yield from _names(operand)
+
+
+def _thresholds(node: Node) -> Iterable[tuple[str, float]]:
+    if isinstance(node, Compare):
+        for feature, const in ((node.left, node.right), (node.right, node.left)):
+            numeric = isinstance(const, Const) and not isinstance(const.value, bool)
+            if isinstance(feature, Feature) and numeric:
+                yield feature.name, float(const.value)
+    elif isinstance(node, Not):
+        yield from _thresholds(node.operand)
+    elif isinstance(node, BoolOp):
+        for operand in node.operands:
+            yield from _thresholds(operand)
 
 
 def _eval(node: Node, features: Mapping[str, Value], text: str) -> Value:

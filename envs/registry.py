@@ -34,6 +34,9 @@ class GameSpec:
     roles: str | None = None  # multi-seat games whose roles differ from the seats: the role ids
     deal: str | None = None  # ... and seed -> each seat's role id, as `reset(seed=...)` deals them
     scales: str | None = None  # feature -> the values a threshold on it may take (`feature_scales`)
+    # env kwargs that change only the observation text (not the rules or the state): a run's setting of
+    # them also applies where positions come from elsewhere (the probe's recorded positions)
+    text_options: tuple[str, ...] = ()
 
 
 SPECS: dict[str, GameSpec] = {
@@ -44,7 +47,8 @@ SPECS: dict[str, GameSpec] = {
     "candy_crush": GameSpec("candy_crush", "gymnasium", "coplay/CandyCrush-v0",
                             "coplay_envs.candy.env:CandyCrushEnv", "coplay_envs.candy.env:RULES",
                             "coplay_envs.candy.bots:ExpertBot", "coplay_envs.candy.bots:RandomBot",
-                            scales="coplay_envs.candy.features:FEATURE_SCALES"),
+                            scales="coplay_envs.candy.features:FEATURE_SCALES",
+                            text_options=("show_clears",)),
     "tetris": GameSpec("tetris", "gymnasium", "coplay/Tetris-v0", "coplay_envs.tetris.env:TetrisEnv",
                        "coplay_envs.tetris.env:RULES", "coplay_envs.tetris.bots:ExpertBot",
                        "coplay_envs.tetris.bots:RandomBot"),
@@ -74,6 +78,12 @@ def spec(key: str) -> GameSpec:
         return SPECS[key]
     except KeyError:
         raise KeyError(f"unknown game {key!r}; expected one of {list(GAME_KEYS)}") from None
+
+
+def text_kwargs(key: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The part of `env_kwargs` that changes only how `key`'s observations read (`GameSpec.text_options`)."""
+    options = spec(key).text_options
+    return {k: v for k, v in env_kwargs.items() if k in options}
 
 
 def make_env(key: str, **kwargs: Any) -> Any:

@@ -25,6 +25,7 @@ from coplay.eval.protocol import player_seat
 from coplay.files import write_json_atomic
 from coplay.rollout.model_episodes import EpisodePlan
 from coplay.types import Trajectory, decode_shard
+from coplay_envs.registry import text_kwargs
 
 BOTS = ("random", "expert")
 log = logging.getLogger(__name__)
@@ -70,10 +71,11 @@ class RunProbe:
         seat = player_seat(cfg, "model", versions)
         plans = []
         for game, probe in self.probes.items():
+            shown = text_kwargs(game, cfg.game[game].env_kwargs)  # the run's text options (show_clears)
             for i, position in enumerate(probe.positions):
                 key = f"probe-{game}-p{i}"
                 plans.append(EpisodePlan(game, position.seed, f"{label}-{key}", seat, {},
-                                         dict(position.env_kwargs), max_steps=1, sample_key=key,
+                                         {**position.env_kwargs, **shown}, max_steps=1, sample_key=key,
                                          start_state=position.state))
         return plans
 

@@ -1,10 +1,11 @@
 """The ruler: the games' bots played on an evaluation's own protocol, so every score that is used as evidence
 sits next to scores whose difference is known, and the protocol is checked before a comparison is reported.
 
-- `bot_results` plays the random and expert bots (and, for 2048, `FixedOrderBot`: the first legal of left,
-  down, right, up) on the protocol's seeds, episodes and horizon in this process (`coplay.eval.runner`; bots
-  are cheap), and with a folder writes each as `bots-<bot>.json` whose meta names the protocol (reused when
-  the protocol matches, never overwritten when it does not);
+- `bot_results` plays the random and expert bots (and a game's cheap heuristic where it has one: on 2048
+  `FixedOrderBot`, the first legal of left, down, right, up; on Candy Crush `GreedyClearBot`, the most
+  candies cleared at once) on the protocol's seeds, episodes and horizon in this process
+  (`coplay.eval.runner`; bots are cheap), and with a folder writes each as `bots-<bot>.json` whose meta
+  names the protocol (reused when the protocol matches, never overwritten when it does not);
 - `protocol_check` passes for a game when the expert's 95% t-interval lies entirely above the random bot's:
   a protocol on which the strongest and the weakest player cannot be told apart cannot tell two learners
   apart either, and its comparisons are labelled `FAILED_LABEL`, never reported as results;
@@ -25,7 +26,9 @@ from coplay.eval.stats import paired_difference
 from coplay.types import Step, Trajectory
 
 RULER_BOTS = ("random", "expert")
-HEURISTICS = {"2048": "coplay_envs.game2048.bots:FixedOrderBot"}  # game -> a bot class, `Bot(seed=...)`
+# game -> (a bot class, `Bot(seed=...)`; what it plays)
+HEURISTICS = {"2048": ("coplay_envs.game2048.bots:FixedOrderBot", "first legal of left, down, right, up"),
+              "candy_crush": ("coplay_envs.candy.bots:GreedyClearBot", "most candies cleared at once")}
 RULE = "passes when the expert bot's 95% t-interval lies entirely above the random bot's"
 FAILED_LABEL = "protocol check FAILED: the bots do not separate on this protocol; not a result"
 
@@ -83,7 +86,7 @@ def play_heuristic(cfg: CoplayConfig, game: str, protocol: EvalConfig | None = N
 
     p = protocol or cfg.eval
     max_steps = p.max_steps or cfg.rollout.max_steps
-    bot_class = resolve(HEURISTICS[game])
+    bot_class = resolve(HEURISTICS[game][0])
     trajectories = []
     for i in range(p.episodes):
         seed = cfg.seeds.eval.start + i
@@ -162,7 +165,8 @@ def bot_results(cfg: CoplayConfig, games: list[str] | None = None, protocol: Eva
             continue
         results[bot] = play_bot(cfg, bot, games, protocol)
         if out_dir is not None:
-            label = f"{bot} bot" + (" (first legal of left, down, right, up)" if bot == "heuristic" else "")
+            plays = "; ".join(f"{g}: {HEURISTICS[g][1]}" for g in games if g in HEURISTICS)
+            label = f"{bot} bot" + (f" ({plays})" if bot == "heuristic" else "")
             meta = {"label": label, "player": bot, "ruler": True, **protocol_meta(cfg, games, protocol)}
             path, _ = write_eval(out_dir, unused_stem(out_dir, f"bots-{bot}"), results[bot], meta)
             files[bot] = path.name

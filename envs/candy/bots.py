@@ -1,4 +1,5 @@
-"""Candy Crush bots: `ExpertBot` (cascade-seeking greedy) and `RandomBot`.
+"""Candy Crush bots: `ExpertBot` (cascade-seeking greedy), `RandomBot`, and `GreedyClearBot` (the swap
+that clears the most candies at once, no cascades: what a player reading `show_clears`'s text can do).
 
 Bots read only `info["view"]` and `info["legal_actions"]`, never `info["state"]` (the refill stream is
 hidden from them); each action carries an intention tag and a one-line reason. Never imports `coplay`.
@@ -86,3 +87,27 @@ class RandomBot:
         return BotAction(legal[int(self._rng.integers(len(legal)))], "EXPLORE",
                          "a uniformly random swap that makes a line")
 
+
+class GreedyClearBot:
+    """The legal swap whose lines clear the most candies at once (before cascades and refills), ties to the
+    lower swap as `ExpertBot` breaks them: the ceiling of a policy that only reads the counts the env's
+    `show_clears` text lists, below the expert, which also plays the cascades out."""
+
+    def __init__(self, seed: int = 0) -> None:
+        del seed  # deterministic; the argument keeps the registry's `Bot(seed=...)` form
+
+    def act(self, observation: str, info: dict[str, Any]) -> BotAction:
+        legal = list(info.get("legal_actions") or [])
+        if not legal:
+            return BotAction("swap (0,0) (0,1)", "EXECUTE", "no swap makes a line; the move is spent anyway")
+        view = info["view"]
+        board, colours = "".join(view["board"]), view["colours"]
+        best, best_key = legal[0], (-1, -1)
+        for action in legal:
+            cells = parse_swap(action)
+            if cells is None:
+                continue
+            key = (line_cells(colour_masks(swapped(board, *cells), colours)).bit_count(), cells[1])
+            if key > best_key:
+                best, best_key = action, key
+        return BotAction(best, "CLEAR", f"clears {best_key[0]} candies at once, the most on the board")

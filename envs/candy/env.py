@@ -13,6 +13,9 @@ included); score = total; the episode terminates when the moves are used up (the
 `info["legal_actions"]` lists the swaps that make a line, in canonical form `swap (r,c) (r,c+1)` /
 `swap (r,c) (r+1,c)` (upper or left cell first), in reading order (row by row: a row's horizontal swaps,
 then its swaps with the row below); any other adjacent swap is still a valid, wasted move.
+`show_clears=True` changes only the text: it lists those swaps by the candies each clears at once (before
+cascades), most first (`coplay_envs.candy.text`), and `info["clears"]` gives the counts in the order of
+`info["legal_actions"]`. Off by default, so the game's own text and the benchmarks stay as they were.
 
 Never imports `coplay`.
 """
@@ -35,6 +38,7 @@ from coplay_envs.candy.rules import (
     colour_masks,
     generate,
     is_settled,
+    line_cells,
     matching_swaps,
     resolve,
     settle,
@@ -94,7 +98,8 @@ class CandyCrushEnv(gym.Env[str, str]):
 
     metadata = {"render_modes": ["ansi"], "render_fps": 2}
 
-    def __init__(self, max_moves: int = 50, n_colours: int = 4, render_mode: str | None = None) -> None:
+    def __init__(self, max_moves: int = 50, n_colours: int = 4, render_mode: str | None = None,
+                 show_clears: bool = False) -> None:
         if max_moves < 1:
             raise ValueError(f"max_moves must be >= 1, got {max_moves}")
         if not 3 <= n_colours <= len(COLOUR_LETTERS):
@@ -104,6 +109,7 @@ class CandyCrushEnv(gym.Env[str, str]):
         self.max_moves = max_moves
         self.colours = COLOUR_LETTERS[:n_colours]
         self.render_mode = render_mode
+        self.show_clears = bool(show_clears)
         self.observation_space = text_space(OBSERVATION_MAX_CHARS)
         self.action_space = text_space(64)
         self._stream = CandyStream(0, self.colours)
@@ -165,7 +171,8 @@ class CandyCrushEnv(gym.Env[str, str]):
         self._hmask, self._vmask = hmask, vmask
         over = self._moves >= self.max_moves
         legal = [] if over else swap_actions(hmask, vmask)
-        obs = render(board, self.colours, self._score, self._moves, self.max_moves, legal, over)
+        clears = self._clears(legal) if self.show_clears else None
+        obs = render(board, self.colours, self._score, self._moves, self.max_moves, legal, over, clears)
         self._obs = obs
         rows = [board[r * COLS:(r + 1) * COLS] for r in range(ROWS)]
         stream = self._stream
@@ -182,7 +189,17 @@ class CandyCrushEnv(gym.Env[str, str]):
             "cascades": waves,
             "reshuffled": reshuffled,
         }
+        if clears is not None:
+            info["clears"] = clears
         return obs, info
+
+    def _clears(self, legal: list[str]) -> list[int]:
+        """Candies each legal swap clears at once (the lines it makes; no cascades, no refills)."""
+        out = []
+        for action in legal:
+            a, b = _EXACT[action]
+            out.append(line_cells(colour_masks(swapped(self._board, a, b), self.colours)).bit_count())
+        return out
 
     def _restore(self, state: dict[str, Any]) -> None:
         try:

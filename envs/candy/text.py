@@ -1,5 +1,9 @@
 """Candy Crush observation text: the whole board, the moves left and the swaps that make a line, plus
 its exact parse-back (`parse_board(render(...)) == board`). Never imports `coplay` or gymnasium.
+
+With `clears` (the env's `show_clears`) the swaps are listed by how many candies each clears at once
+(before cascades and refills), most first: `5: swap (1,2) (1,3); 3: swap (0,0) (0,1), swap ...`. A player
+who looks at the board sees that much; a 135M model reading an 8x8 letter grid does not (docs/results.md).
 """
 
 from __future__ import annotations
@@ -11,9 +15,24 @@ COLUMN_LINE = "   " + " ".join(str(c) for c in range(COLS))
 _SPACED = str.maketrans({ch: " " + ch for ch in COLOUR_LETTERS})
 
 
+def swaps_text(legal: list[str], clears: list[int] | None) -> str:
+    """The legal swaps line: in the given order, or grouped by `clears` (one count per swap), most first."""
+    if not legal:
+        return "Swaps that make a line (0): none"
+    if clears is None:
+        return f"Swaps that make a line ({len(legal)}): {', '.join(legal)}"
+    if len(clears) != len(legal):
+        raise ValueError(f"{len(clears)} clear counts for {len(legal)} swaps")
+    groups: dict[int, list[str]] = {}
+    for action, count in sorted(zip(legal, clears, strict=True), key=lambda ac: -ac[1]):
+        groups.setdefault(count, []).append(action)
+    listed = "; ".join(f"{count}: {', '.join(actions)}" for count, actions in groups.items())
+    return f"Swaps that make a line ({len(legal)}), by candies cleared at once: {listed}"
+
+
 def render(board: str, colours: str, score: int, moves: int, max_moves: int, legal: list[str],
-           over: bool) -> str:
-    """The observation text of a Candy Crush position."""
+           over: bool, clears: list[int] | None = None) -> str:
+    """The observation text of a Candy Crush position (`clears`: see the module docstring)."""
     s = board.translate(_SPACED)  # " R G B ..." : 16 characters per row of the 8x8 board
     grid = (f"0 {s[0:16]}\n1 {s[16:32]}\n2 {s[32:48]}\n3 {s[48:64]}\n"
             f"4 {s[64:80]}\n5 {s[80:96]}\n6 {s[96:112]}\n7 {s[112:128]}")
@@ -24,7 +43,7 @@ def render(board: str, colours: str, score: int, moves: int, max_moves: int, leg
                   "no line of 3+ still costs a move.")
     return (f"Candy Crush {ROWS}x{COLS}, colours {' '.join(colours)}. Move {moves} of {max_moves} "
             f"({max_moves - moves} left), score {score}.\n{BOARD_HEADER}\n{COLUMN_LINE}\n{grid}\n"
-            f"Swaps that make a line ({len(legal)}): {', '.join(legal) if legal else 'none'}\n{status}")
+            f"{swaps_text(legal, clears)}\n{status}")
 
 
 def parse_board(text: str) -> str:

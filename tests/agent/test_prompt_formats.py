@@ -198,3 +198,14 @@ def test_teacher_examples_and_served_prompts_share_the_configs_format(tokenizer,
         asked = server.requests[0]["body"]["messages"]
     assert asked == act_messages(game, rules, trajectory.steps[0].observation, legal, None, [],
                                  prompt_format=prompt_format)
+
+
+def test_a_compact_prompt_refers_to_candy_crushs_swaps_listed_by_their_clears() -> None:
+    """With `show_clears` the observation's one swaps line holds every legal swap (grouped by count), so the
+    compact prompt lists them no second time."""
+    env = coplay_envs.make_env("candy_crush", max_moves=6, show_clears=True)
+    obs, info = env.reset(seed=3)
+    user = act_messages("candy_crush", "rules", obs, info["legal_actions"], None, [],
+                        prompt_format="compact", skill_section=False)[1]["content"]
+    assert "Legal actions: see the observation." in user
+    assert all(user.count(a) == 1 for a in info["legal_actions"])

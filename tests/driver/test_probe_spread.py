@@ -76,3 +76,20 @@ def test_a_probe_file_records_its_protocol_as_every_evaluation_file_does(run_pro
     assert run_probe_set.protocol() == {
         "kind": "per-decision probe", "games": ["2048"], "max_steps": 1, "positions": {"2048": 32},
         "seeds": {"2048": [p.seed for p in probe.positions]}, "probe_sha256": {"2048": probe.sha256}}
+
+
+def test_probe_positions_read_as_the_runs_games_do(tmp_path) -> None:
+    """A run that shows Candy Crush's clears (a text-only env option) is probed on texts that show them;
+    the rules' options of the recorded positions stay theirs."""
+    from coplay.config import load_config
+    from coplay.config.base import ADAPTER_NAMES
+
+    probe = build_probe("candy_crush", n=2, horizon=1, rollouts=1)
+    run_probe = RunProbe(probes={"candy_crush": probe}, bots={})
+    cfg = load_config("launch/configs/learning-candy_crush.yaml",
+                      ["game.candy_crush.env_kwargs.show_clears=true"])
+    plans = run_probe.plans(cfg, dict.fromkeys(ADAPTER_NAMES, 1), "probe-it0")
+    expected = [{**pos.env_kwargs, "show_clears": True} for pos in probe.positions]
+    assert [p.env_kwargs for p in plans] == expected
+    assert all("max_moves" not in p.env_kwargs or p.env_kwargs["max_moves"] == pos.env_kwargs["max_moves"]
+               for p, pos in zip(plans, probe.positions, strict=True))

@@ -292,3 +292,27 @@ def test_expert_beats_random_over_20_seeded_episodes() -> None:
             scores[name].append(float(info["score"]))
     expert, random_ = summarize(scores["expert"]), summarize(scores["random"])
     assert expert.ci_low > random_.ci_high and expert.mean > 2 * random_.mean
+
+
+def test_show_clears_lists_every_swap_once_by_what_it_clears_and_changes_only_the_text() -> None:
+    plain, shown = CandyCrushEnv(max_moves=6), CandyCrushEnv(max_moves=6, show_clears=True)
+    for seed in range(5):
+        obs_a, info_a = plain.reset(seed=seed)
+        obs_b, info_b = shown.reset(seed=seed)
+        for _ in range(3):
+            assert info_a["state"] == info_b["state"] and info_a["legal_actions"] == info_b["legal_actions"]
+            board = "".join(info_b["state"]["board"])
+            line = next(ln for ln in obs_b.splitlines() if ln.startswith("Swaps that make a line"))
+            listed: list[tuple[int, str]] = []
+            for group in line.split("by candies cleared at once: ", 1)[1].split("; "):
+                count, _, actions = group.partition(": ")
+                listed += [(int(count), a) for a in actions.split(", ")]
+            assert sorted(a for _, a in listed) == sorted(info_b["legal_actions"])  # each swap once
+            assert [c for c, _ in listed] == sorted((c for c, _ in listed), reverse=True)  # most first
+            for count, action in listed:  # the count is the lines the swap makes, before cascades
+                assert count == len(_lines_naive(swapped(board, *parse_swap(action)))) >= 3
+            assert info_b["clears"] == [dict((a, c) for c, a in listed)[a] for a in info_b["legal_actions"]]
+            assert parse_board(obs_b) == board and "clears" not in info_a
+            action = info_b["legal_actions"][0]
+            obs_a, *_, info_a = plain.step(action)
+            obs_b, *_, info_b = shown.step(action)

@@ -14,6 +14,7 @@ import json
 
 import pytest
 
+import coplay_envs
 from coplay.cli import main
 from coplay.config import load_config
 from coplay.eval.compare import compare_files
@@ -107,10 +108,12 @@ def test_a_protocol_where_the_bots_separate_passes(tmp_path):
     check = meta["protocol_check"]["games"]["candy_crush"]
     assert check["passed"] is True and "lies entirely above" in check["reason"]
     assert check["expert"]["ci95"][0] > check["random"]["ci95"][1]
-    assert "heuristic" not in check  # only 2048 has one
+    # the greedy clearer sits between the bots: the counts a `show_clears` text lists are worth something
+    assert check["random"]["mean"] < check["heuristic"]["mean"] < check["expert"]["mean"]
     # a second evaluation on the same protocol reads the bots back instead of writing new files
     assert ruler_meta(cfg, None, tmp_path) == meta
-    assert sorted(p.name for p in tmp_path.glob("bots-*.json")) == ["bots-expert.json", "bots-random.json"]
+    assert sorted(p.name for p in tmp_path.glob("bots-*.json")) == ["bots-expert.json", "bots-heuristic.json",
+                                                                   "bots-random.json"]
     # another horizon is another protocol: its files sit beside the first ones
     ruler_meta(_cfg("candy_crush", 3, 8, "game.candy_crush.env_kwargs={max_moves: 6}"), None, tmp_path)
     assert (tmp_path / "bots-expert-2.json").is_file()
@@ -124,6 +127,16 @@ def test_the_fixed_order_heuristic_plays_the_first_legal_of_left_down_right_up()
     assert bot.act("", {"legal_actions": ["up", "left"]}).action == "left"
     with pytest.raises(ValueError, match="sideways"):
         FixedOrderBot(order=("sideways",))
+
+
+def test_the_candy_heuristic_plays_the_swap_that_clears_the_most_at_once():
+    from coplay_envs.candy.bots import GreedyClearBot
+
+    env = coplay_envs.make_env("candy_crush", show_clears=True)
+    for seed in range(4):
+        _, info = env.reset(seed=seed)
+        action = GreedyClearBot().act("", info).action
+        assert info["clears"][info["legal_actions"].index(action)] == max(info["clears"])
 
 
 def test_coplay_eval_writes_the_bots_and_the_check_beside_the_evaluation(tmp_path, capsys):

@@ -30,6 +30,25 @@ from coplay_envs.mario.ram import COLUMNS, HARMLESS_KINDS, ROWS, SOLID_SYMBOLS, 
 AHEAD_COLUMNS: int = 3
 NEAR_PIXELS: int = 64
 NO_ENEMY_TILES: float = 16.0
+_LEVEL_PIXELS: int = 4096  # level x in pixels (16 per tile); World 1-1 is shorter
+
+#: Per integer feature the values a contract's threshold may take (`coplay_envs.feature_scales`): pixel
+#: positions inside a level, the status bar's ranges (coins 0-99, a 400-second clock), the 200-action
+#: episode, the 13 x 17 screen grid. Speeds, `y` (negative in a pit) and `enemy_ahead_tiles` (a fraction)
+#: stay free; booleans have none.
+FEATURE_SCALES: dict[str, tuple[int, ...]] = {
+    "x": tuple(range(_LEVEL_PIXELS + 1)),
+    "furthest_x": tuple(range(_LEVEL_PIXELS + 1)),
+    "coins": tuple(range(100)),
+    "time": tuple(range(401)),
+    "lives": tuple(range(256)),
+    "actions_left": tuple(range(201)),
+    "enemies_near": tuple(range(11)),
+    "obstacle_height": tuple(range(ROWS + 1)),
+    "question_blocks": tuple(range(ROWS * COLUMNS + 1)),
+    "mario_row": tuple(range(-1, ROWS)),
+    "mario_col": tuple(range(-1, COLUMNS)),
+}
 
 
 def _column_has_floor(tiles: list[str], col: int, from_row: int) -> bool:

@@ -43,6 +43,32 @@ from coplay_envs.tetris.rules import (
 )
 
 DANGER_HEIGHT: int = 14
+_CELLS: int = WIDTH * HEIGHT
+_MAX_PLACEMENTS: int = 200  # the env's default episode; a position holds at most that many placements
+_MAX_LINES: int = _MAX_PLACEMENTS * 4 // WIDTH  # 4 cells per piece, WIDTH cells per cleared line
+
+#: Per integer feature the values a contract's threshold may take (`coplay_envs.feature_scales`): what a
+#: 10 x 20 board and a 200-placement game can show, so `max_height >= 25` or `last_lines == 1.5` is off
+#: scale. Booleans have none.
+FEATURE_SCALES: dict[str, tuple[int, ...]] = {
+    "holes": tuple(range(_CELLS + 1)),
+    "max_height": tuple(range(HEIGHT + 1)),
+    "min_height": tuple(range(HEIGHT + 1)),
+    "aggregate_height": tuple(range(_CELLS + 1)),
+    "bumpiness": tuple(range((WIDTH - 1) * HEIGHT + 1)),
+    "deepest_well": tuple(range(HEIGHT + 1)),
+    "wells": tuple(range(WIDTH * HEIGHT * (HEIGHT + 1) // 2 + 1)),
+    "row_transitions": tuple(range(HEIGHT * (WIDTH + 1) + 1)),
+    "column_transitions": tuple(range(WIDTH * (HEIGHT + 1) + 1)),
+    "filled_cells": tuple(range(_CELLS + 1)),
+    "rows_with_holes": tuple(range(HEIGHT + 1)),
+    "lines_cleared": tuple(range(_MAX_LINES + 1)),
+    "last_lines": tuple(range(5)),
+    "max_clear_now": tuple(range(5)),
+    "placements": tuple(range(_MAX_PLACEMENTS + 1)),
+    "placements_left": tuple(range(_MAX_PLACEMENTS + 1)),
+    "score": tuple(range(_MAX_PLACEMENTS + 10 * _MAX_LINES + 1)),  # 1 per piece + 10 per line
+}
 _RIGHT_WALL_BIT: int = 1 << (WIDTH - 1)
 _TRANSITION_MASK: int = (1 << (WIDTH + 1)) - 1
 _WALLED_ROW: int = 1 | (1 << (WIDTH + 1))

@@ -106,4 +106,26 @@ def test_every_threshold_a_games_scale_names_is_one_the_game_can_show() -> None:
                 seen[name].add(step.features_before[name])
     for name in ("max_tile", "empty_cells", "merges", "monotonic_lines", "legal_moves"):
         assert seen[name] <= set(scales[name]), (name, seen[name] - set(scales[name]))
-    assert coplay_envs.feature_scales("tetris") == {}  # no scale stated: thresholds stay free
+
+
+@pytest.mark.parametrize(("game", "steps"), [("tetris", 80), ("mario", 40)])
+def test_every_feature_value_play_shows_is_on_the_games_scale(game: str, steps: int) -> None:
+    """Tetris and Mario state their scales as the ranges the game can show: every value expert and random
+    play show of a scaled feature is on its scale (Candy Crush's score scale is a set of round thresholds)."""
+    import coplay_envs
+    from coplay.rollout.bot_episodes import play_bot_episodes
+
+    scales = coplay_envs.feature_scales(game)
+    assert scales and all(isinstance(v, int) for scale in scales.values() for v in scale)
+    for bot in ("expert", "random"):
+        for traj in play_bot_episodes(game, bot, [0], max_steps=steps):
+            for step in traj.steps:
+                for name, scale in scales.items():
+                    value = step.features_before[name]
+                    assert value in scale, (bot, name, value)
+
+
+def test_a_tetris_threshold_off_the_board_is_off_scale() -> None:
+    gate = Gate("tetris")
+    assert gate.check(Task("tetris", {}, "x", "max_height >= 25", 10)).reason == "off_scale"
+    assert gate.check(Task("tetris", {}, "x", "last_lines == 1.5", 10)).reason == "off_scale"

@@ -47,11 +47,9 @@ def probe_evidence(run_root: Path, game: str) -> dict[str, Any] | None:
     """The run's first and last probes of `game`: the model's mean regret at each (95% t), the bots' on the
     same positions, whether the bots separate, the last minus the first paired over the positions, and each
     probe's action spread. None when the run probed nothing."""
-    from coplay.eval.stats import paired_difference
+    from coplay.driver.probe import read_probes, regret_change
 
-    files = sorted((run_root / "eval").glob("probe-it*.json"))
-    points = [json.loads(p.read_text()) for p in files]
-    points = [p for p in points if game in p.get("results", {})]
+    points = [p for p in read_probes(run_root) if game in p.get("results", {})]
     if not points:
         return None
     first, last = points[0], points[-1]
@@ -66,8 +64,7 @@ def probe_evidence(run_root: Path, game: str) -> dict[str, Any] | None:
         "paired_last_minus_first": None,
     }
     if first is not last:
-        d = paired_difference(dict(enumerate(first["results"][game]["model"]["regrets"])),
-                              dict(enumerate(entry["model"]["regrets"])))
+        d = regret_change(first, last, game)
         out["paired_last_minus_first"] = d.as_dict() if d is not None else None
     return out
 

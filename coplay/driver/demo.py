@@ -122,13 +122,15 @@ def probe_lines(run_root: Path) -> list[str]:
     probed policy's mean regret next to the random and expert bots' on the same positions, how each one's
     choices spread over the actions beside the expert's, and the last minus the first, paired over the
     positions (95% t). [] when the run probed nothing."""
+    from coplay.driver.probe import read_probes, regret_change
     from coplay.eval.action_spread import spread_text
-    from coplay.eval.stats import gain_verdict, paired_difference
+    from coplay.eval.stats import gain_verdict
 
-    files = sorted((run_root / "eval").glob("probe-it*.json"))
-    if not files:
+    points = read_probes(run_root)
+    if not points:
         return []
-    first, last = (json.loads(p.read_text()) for p in (files[0], files[-1]))
+    first, last = points[0], points[-1]
+    once = len(points) == 1
     lines = []
     for game, entry in last["results"].items():
         n = entry["model"]["n"]
@@ -138,19 +140,18 @@ def probe_lines(run_root: Path) -> list[str]:
                  first["results"][game]["model"]),
                 (f"the run's adapters (iteration {last['meta']['iteration']})", entry["model"]),
                 ("random bot", entry["random"]), ("expert bot", entry["expert"])]
-        for name, score in rows[1:] if files[0] == files[-1] else rows:
+        for name, score in rows[1:] if once else rows:
             r = score["regret"]
             lines.append(f"  {name:<40} {score['mean_regret']:9.2f}  [{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
                          f"  best {score['best_share']:.0%}  invalid {score['invalid_share']:.0%}")
-        for point in (last,) if files[0] == files[-1] else (first, last):  # files before it have none
+        for point in (last,) if once else (first, last):  # files before it have none
             spread = point["results"].get(game, {}).get("action_spread")
             if spread:
                 lines.append(f"  actions at iteration {point['meta']['iteration']}: {spread_text(spread)}")
         if not entry["bots_separate"]:
             lines.append(f"  {game}: the bots' regret intervals overlap on this probe: not a result")
-        elif files[0] != files[-1]:
-            before = dict(enumerate(first["results"][game]["model"]["regrets"]))
-            d = paired_difference(before, dict(enumerate(entry["model"]["regrets"])))
+        elif not once:
+            d = regret_change(first, last, game)
             if d is not None:
                 lines.append(f"  {game}: iteration {last['meta']['iteration']} minus iteration "
                              f"{first['meta']['iteration']}: {d.difference:+.2f} [{d.ci_low:.2f}, "

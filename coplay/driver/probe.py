@@ -15,13 +15,16 @@ iteration 0 is the cold start's, where such a collapse starts. No ray here: the 
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from coplay.config import CoplayConfig
 from coplay.eval.action_spread import brief_spread, collapse_warning
 from coplay.eval.protocol import player_seat
+from coplay.eval.stats import PairedDifference, paired_difference
 from coplay.files import write_json_atomic
 from coplay.rollout.model_episodes import EpisodePlan
 from coplay.types import Trajectory, decode_shard
@@ -174,3 +177,17 @@ def _brief(score: dict[str, Any]) -> dict[str, Any]:
     r = score["regret"]
     return {"n": score["n"], "mean_regret": score["mean_regret"], "ci95": [r["ci_low"], r["ci_high"]],
             "best_share": score["best_share"], "invalid_share": score["invalid_share"]}
+
+
+def read_probes(run_root: Path) -> list[dict[str, Any]]:
+    """A run's probe files (`eval/probe-it<k>.json`, as `run_probe` writes them), oldest first."""
+    return [json.loads(p.read_text()) for p in sorted((run_root / "eval").glob("probe-it*.json"))]
+
+
+def regret_change(first: dict[str, Any], last: dict[str, Any], game: str) -> PairedDifference | None:
+    """`last`'s regret minus `first`'s on `game`, paired over the probe's positions (95% t); None when
+    either file lacks the game or no position has both regrets."""
+    if game not in first.get("results", {}) or game not in last.get("results", {}):
+        return None
+    before = dict(enumerate(first["results"][game]["model"]["regrets"]))
+    return paired_difference(before, dict(enumerate(last["results"][game]["model"]["regrets"])))

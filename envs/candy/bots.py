@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from coplay_envs.candy.env import parse_swap
-from coplay_envs.candy.rules import collapse, colour_masks, line_cells, swapped
+from coplay_envs.candy.rules import clears_at_once, collapse, colour_masks, line_cells, swapped
 from coplay_envs.core import BotAction, seed_rng
 
 
@@ -107,7 +107,7 @@ class GreedyClearBot:
             cells = parse_swap(action)
             if cells is None:
                 continue
-            key = (line_cells(colour_masks(swapped(board, *cells), colours)).bit_count(), cells[1])
+            key = (clears_at_once(board, colours, *cells), cells[1])
             if key > best_key:
                 best, best_key = action, key
         return BotAction(best, "CLEAR", f"clears {best_key[0]} candies at once, the most on the board")

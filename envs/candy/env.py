@@ -35,10 +35,10 @@ from coplay_envs.candy.rules import (
     MASK64,
     ROWS,
     CandyStream,
+    clears_at_once,
     colour_masks,
     generate,
     is_settled,
-    line_cells,
     matching_swaps,
     resolve,
     settle,
@@ -198,7 +198,7 @@ class CandyCrushEnv(gym.Env[str, str]):
         out = []
         for action in legal:
             a, b = _EXACT[action]
-            out.append(line_cells(colour_masks(swapped(self._board, a, b), self.colours)).bit_count())
+            out.append(clears_at_once(self._board, self.colours, a, b))
         return out
 
     def _restore(self, state: dict[str, Any]) -> None:

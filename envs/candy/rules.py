@@ -124,6 +124,11 @@ def swapped(board: str, a: int, b: int) -> str:
     return f"{board[:a]}{board[b]}{board[a + 1:b]}{board[a]}{board[b + 1:]}"
 
 
+def clears_at_once(board: str, colours: str, a: int, b: int) -> int:
+    """Candies the swap of cells a < b clears at once: the lines it makes, before cascades and refills."""
+    return line_cells(colour_masks(swapped(board, a, b), colours)).bit_count()
+
+
 def collapse(board: str, clear: int, next_candy: Callable[[], str]) -> str:
     """Remove the cleared cells, let candies fall, and fill the gaps from `next_candy()`: columns from
     left to right, each column from its lowest new cell upward."""

@@ -127,42 +127,54 @@ def probe_summary(runs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _last_probe_regrets(run_dir: Path, game: str) -> dict[int, float] | None:
-    files = sorted((run_dir / "eval").glob("probe-it*.json"))
-    if not files:
-        return None
-    entry = json.loads(files[-1].read_text())["results"].get(game)
-    return dict(enumerate(entry["model"]["regrets"])) if entry else None
+def _probe_regrets(run_dir: Path, game: str, which: int) -> dict[int, float] | None:
+    """Per-position regrets of the run's probe `which` (0 the first, -1 the last) on `game`."""
+    from coplay.driver.probe import read_probes
+
+    points = [p for p in read_probes(run_dir) if game in p.get("results", {})]
+    return dict(enumerate(points[which]["results"][game]["model"]["regrets"])) if points else None
 
 
 def compare_arms(arms: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Several learning runs of one game on one protocol (name -> their `benchmarks.coevolution` results
     entry): per arm its final evaluation and probe minus its cold start (paired), its minutes; and every
-    later arm minus the first, paired over the evaluation seeds and over the probe positions, so "which
-    learned more in the same minutes" has an interval. Arms must share the evaluation seeds and the probe."""
+    later arm minus the first, paired over the evaluation seeds and over the probe positions, at the cold
+    start and at the end, so "which learned more in the same minutes" has an interval and a difference that
+    was there before any learner step (another observation text, another SFT) is told apart from one GRPO
+    made. Arms must share the evaluation seeds and the probe."""
     from benchmarks.coevolution import paired
     from coplay.eval.stats import paired_difference
 
     first_name, first = next(iter(arms.items()))
     game = first["game"]
+
+    def cold_start(run: dict[str, Any]) -> dict[str, Any] | None:
+        return run["curve"][0] if run["curve"] and run["curve"][0]["iteration"] == 0 else None
+
     rows = {}
     for name, run in arms.items():
         if run["game"] != game:
             raise SystemExit(f"arm {name}: game {run['game']}, not {game}")
-        cold = run["curve"][0] if run["curve"] and run["curve"][0]["iteration"] == 0 else None
+        cold = cold_start(run)
         rows[name] = {"run_dir": run.get("run_dir"), "final": {k: run["final"][k] for k in ("mean", "ci_low",
                                                                                         "ci_high", "n")},
                       "final_iteration": run["final"]["iteration"],
                       "eval_minus_cold_start": paired(cold, run["final"]),
                       "probe_minus_cold_start": (run.get("probe") or {}).get("paired_last_minus_first"),
                       "time_split": run.get("time_split"), "sizes": run.get("sizes")}
+
+    def probe_change(run: dict[str, Any], which: int) -> dict[str, Any] | None:
+        a, b = (_probe_regrets(Path(r["run_dir"]), game, which) if r.get("run_dir") else None
+                for r in (first, run))
+        d = paired_difference(a, b) if a and b else None
+        return d.as_dict() if d else None
+
     versus = {}
     for name, run in list(arms.items())[1:]:
-        a, b = (_last_probe_regrets(Path(r["run_dir"]), game) if r.get("run_dir") else None
-                for r in (first, run))
-        d_probe = paired_difference(a, b) if a and b else None
-        versus[f"{name} minus {first_name}"] = {"eval": paired(first["final"], run["final"]),
-                                               "probe_regret": d_probe.as_dict() if d_probe else None}
+        versus[f"{name} minus {first_name}"] = {
+            "eval": paired(first["final"], run["final"]), "probe_regret": probe_change(run, -1),
+            "cold_start_eval": paired(cold_start(first), cold_start(run)),
+            "cold_start_probe_regret": probe_change(run, 0)}
     return {"game": game, "arms": rows, "versus_first": versus,
             "protocol_check": first.get("protocol_check"), "bots": first.get("bots")}
 
@@ -184,10 +196,11 @@ def compare_markdown(result: dict[str, Any], command: str) -> str:
                      f"({row['final_iteration']}) | {cell(row['eval_minus_cold_start'])} | "
                      f"{cell(row['probe_minus_cold_start'])} | {t.get('training_s', '-')} | "
                      f"{t.get('measuring_s', '-')} |")
-    lines += ["", "| comparison | final eval (paired over seeds) "
-                  "| final probe regret (paired over positions) |", "|---|---|---|"]
+    lines += ["", "| comparison | cold-start eval (paired over seeds) | cold-start probe regret (paired over "
+                  "positions) | final eval | final probe regret |", "|---|---|---|---|---|"]
     for name, d in result["versus_first"].items():
-        lines.append(f"| {name} | {cell(d['eval'])} | {cell(d['probe_regret'])} |")
+        cold = f"{cell(d.get('cold_start_eval'))} | {cell(d.get('cold_start_probe_regret'))}"
+        lines.append(f"| {name} | {cold} | {cell(d['eval'])} | {cell(d['probe_regret'])} |")
     for bot, score in sorted((result.get("bots") or {}).items()):
         lines.append(f"\n{bot} bot on the same seeds: {score['mean']:.1f} [{score['ci_low']:.1f}, "
                      f"{score['ci_high']:.1f}]")

@@ -54,20 +54,23 @@ def test_a_probe_whose_bots_do_not_separate_is_not_a_result(tmp_path):
 def test_arms_are_compared_paired_over_seeds_and_probe_positions(tmp_path):
     from benchmarks.learning_evidence import compare_arms, compare_markdown
 
-    def arm(name: str, scores: list[float], regrets: list[float]) -> dict:
+    def arm(name: str, scores: list[float], regrets: list[float], cold_shift: float = 0.0) -> dict:
         root = tmp_path / name
         root.mkdir()
-        _probe(root, 0, [30.0, 28.0, 26.0, 24.0])
+        _probe(root, 0, [30.0 - cold_shift, 28.0, 26.0, 24.0])
         _probe(root, 8, regrets)
-        cold = {"iteration": 0, "per_seed": {"1": 10.0, "2": 20.0, "3": 30.0}}
+        cold = {"iteration": 0, "per_seed": {"1": 10.0 + cold_shift, "2": 20.0, "3": 30.0}}
         final = {"iteration": 8, "mean": sum(scores) / 3, "ci_low": 0.0, "ci_high": 50.0, "n": 3,
                  "per_seed": dict(zip(("1", "2", "3"), scores, strict=True))}
         return {"game": "candy_crush", "run_dir": str(root), "curve": [cold, final], "final": final,
                 "probe": probe_evidence(root, "candy_crush"), "protocol_check": {"passed": True}}
 
     result = compare_arms({"state": arm("s", [12.0, 23.0, 31.0], [20.0, 18.0, 17.0, 15.0]),
-                           "episode": arm("e", [11.0, 21.0, 30.0], [21.0, 19.0, 18.0, 16.0])})
+                           "episode": arm("e", [11.0, 21.0, 30.0], [21.0, 19.0, 18.0, 16.0], 3.0)})
     assert result["arms"]["state"]["eval_minus_cold_start"]["difference"] == 2.0
     versus = result["versus_first"]["episode minus state"]
     assert versus["eval"]["difference"] == -4 / 3 and versus["probe_regret"]["difference"] == 1.0
-    assert "| episode minus state | -1.33 [" in compare_markdown(result, "cmd")
+    # a difference the arms had before any learner step (another text, another SFT) is shown as such
+    assert versus["cold_start_eval"]["difference"] == 1.0
+    assert versus["cold_start_probe_regret"]["difference"] == -0.75
+    assert "| episode minus state | +1.00 [" in compare_markdown(result, "cmd")

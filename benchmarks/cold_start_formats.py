@@ -35,6 +35,12 @@ second what a constrained run gets. Rates are fractions of the prompts (n is giv
 phase) and prints it; `--quick` is a smoke run on `tiny` only (seconds) that writes
 `cold-start-formats-quick.json` unless `--out` says otherwise.
 
+`--formats full,compact` runs each model once per `rollout.prompt_format` in the same process, one after the
+other (teacher data, SFT and answers each in its own format; entries `MODEL@FORMAT`), and adds per model
+each later format's rates minus the first's (`format_differences`): the measure behind the default layout.
+`--adapters act` trains and measures only those adapters (the `act` prompt is the only one the layout
+changes).
+
 Run: ``nice -n 10 python -m benchmarks.cold_start_formats [--models tiny,smollm2-135m-instruct]``
 """
 
@@ -223,7 +229,8 @@ def run_model(model: str, args: argparse.Namespace) -> dict:
     sft_cfg = cfg.sft.model_copy(update={"episodes_per_game": episodes})
     cfg = cfg.model_copy(update={"sft": sft_cfg})
     max_steps = args.max_steps or cfg.sft.max_steps or 40
-    adapters = (*MEASURED[:2], "segment", *MEASURED[2:]) if args.with_segment else MEASURED
+    measured = tuple(a for a in MEASURED if a in args.adapters.split(","))
+    adapters = (*measured[:2], "segment", *measured[2:]) if args.with_segment else measured
     seconds: dict[str, float] = {}
     clock = time.perf_counter()
     limit = {a: min(args.examples_per_adapter or n, n) for a, n in cfg.sft.max_examples().items()}
@@ -287,11 +294,19 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny only, small sizes")
     parser.add_argument("--no-constrained", action="store_true",
                         help="skip the second pass of `act` and `contract` under the runs' constraints")
+    parser.add_argument("--adapters", default=",".join(MEASURED),
+                        help=f"comma-separated adapters to train and measure, of {','.join(MEASURED)}")
+    parser.add_argument("--formats", default="",
+                        help="comma-separated rollout.prompt_format values, each run in turn (default: the "
+                             "config's)")
     parser.add_argument("overrides", nargs="*", help="config overrides for every model, e.g. "
                         "model.tiny.cache_dir=/tmp/tiny")
     parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/cold-start-formats"
                                                     "[-quick].json)")
     args = parser.parse_args(argv)
+    unknown = set(args.adapters.split(",")) - set(MEASURED)
+    if unknown:
+        parser.error(f"--adapters: {sorted(unknown)} not among {list(MEASURED)}")
     if args.quick:
         args.models, args.teacher_episodes, args.max_steps = "tiny", 6, 40
         args.examples_per_adapter, args.min_batches_cap, args.starts, args.eval_steps = 4, 1, 2, 1
@@ -302,13 +317,38 @@ def main(argv: list[str] | None = None) -> dict:
     started, load_before = time.time(), os.getloadavg()
     out = Path(args.out) if args.out else RESULTS / f"cold-start-formats{'-quick' if args.quick else ''}.json"
     models: dict[str, Any] = {}
+    formats = [f for f in args.formats.split(",") if f] or [None]
     for model in (m for m in args.models.split(",") if m):
-        models[model] = run_model(model, args)
-        result = _result(args, started, load_before, models, torch.get_num_threads())
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=1) + "\n")  # after each model: survives a later timeout
+        for fmt in formats:
+            run_args = args if fmt is None else argparse.Namespace(
+                **{**vars(args), "overrides": [*args.overrides, f"rollout.prompt_format={fmt}"]})
+            models[model if fmt is None else f"{model}@{fmt}"] = run_model(model, run_args)
+            result = _result(args, started, load_before, models, torch.get_num_threads())
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(result, indent=1) + "\n")  # after each run: survives a later timeout
     print(json.dumps(result, indent=1))
     return result
+
+
+def format_differences(models: dict[str, Any], formats: list[str]) -> dict[str, Any]:
+    """Per model, each later format's rates minus the first format's (same model, same held-out seeds)."""
+    out: dict[str, Any] = {}
+    names = sorted({key.split("@", 1)[0] for key in models if "@" in key})
+    for name in names:
+        base = models.get(f"{name}@{formats[0]}")
+        for fmt in formats[1:]:
+            other = models.get(f"{name}@{fmt}")
+            if base is None or other is None:
+                continue
+            diffs: dict[str, Any] = {}
+            for section in ("formats", "formats_constrained"):
+                for adapter, rates in (other.get(section) or {}).items():
+                    for key, value in rates.items():
+                        old = (base.get(section) or {}).get(adapter, {}).get(key)
+                        if key.endswith("_rate") and value is not None and old is not None:
+                            diffs[f"{section}.{adapter}.{key}"] = round(value - old, 4)
+            out[f"{name}: {fmt} minus {formats[0]}"] = diffs
+    return out
 
 
 def _result(args: argparse.Namespace, started: float, load_before: tuple[float, ...], models: dict[str, Any],
@@ -321,6 +361,8 @@ def _result(args: argparse.Namespace, started: float, load_before: tuple[float, 
              f"--eval-prompts {args.eval_prompts} "
              f"--temperature {args.temperature}{' --with-segment' if args.with_segment else ''}"
              + (f" --max-epochs {args.max_epochs}" if args.max_epochs else "")
+             + (f" --adapters {args.adapters}" if args.adapters != ",".join(MEASURED) else "")
+             + (f" --formats {args.formats}" if args.formats else "")
              + (f" --max-new-tokens {args.max_new_tokens}" if args.max_new_tokens else ""))
     command = f"nice -n 10 {COMMAND} {'--quick' if args.quick else flags} {' '.join(args.overrides)}".strip()
     result = {"command": command, "quick": args.quick,
@@ -329,6 +371,9 @@ def _result(args: argparse.Namespace, started: float, load_before: tuple[float, 
               "loadavg_after": list(os.getloadavg()), "seconds": time.time() - started,
               "sampling": "greedy" if args.temperature == 0 else f"temperature {args.temperature}",
               "models": models}
+    formats = [f for f in args.formats.split(",") if f]
+    if len(formats) > 1:
+        result["format_differences"] = format_differences(models, formats)
     return result
 
 

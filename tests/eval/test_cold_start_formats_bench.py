@@ -36,3 +36,20 @@ def test_quick_run_writes_rates_per_adapter(tmp_path, tiny_model_config):
     assert constrained["act"]["n"] == tiny["formats"]["act"]["n"]
     print("tiny act legal, free vs constrained:", tiny["formats"]["act"]["legal_rate"],
           constrained["act"]["legal_rate"])
+
+
+def test_formats_side_by_side_measure_only_the_named_adapters(tmp_path, tiny_model_config):
+    """`--formats full,compact --adapters act`: one entry per format, only `act` trained and answered, and
+    the compact rates minus the full ones."""
+    from benchmarks.cold_start_formats import main
+
+    out = tmp_path / "formats.json"
+    main(["--quick", "--adapters", "act", "--formats", "full,compact", "--no-constrained", "--out", str(out),
+          f"model.tiny.cache_dir={tiny_model_config.tiny.cache_dir}"])
+    result = json.loads(out.read_text())
+    assert set(result["models"]) == {"tiny@full", "tiny@compact"}
+    for entry in result["models"].values():
+        assert set(entry["sft"]) == {"act"} and set(entry["formats"]) == {"act"}
+    diffs = result["format_differences"]["tiny: compact minus full"]
+    full, compact = (result["models"][f"tiny@{f}"]["formats"]["act"] for f in ("full", "compact"))
+    assert diffs["formats.act.legal_rate"] == round(compact["legal_rate"] - full["legal_rate"], 4)

@@ -35,7 +35,7 @@ COEVOLUTION_CONFIGS = [CONFIGS / "coevolution-2048.yaml", CONFIGS / "coevolution
 # `python -m benchmarks.skill_sp` (docs/curriculum.md): SmolLM2 on the local machine
 CURRICULUM_CONFIGS = [CONFIGS / "curriculum-2048-smollm2.yaml"]
 # learning runs (does the policy beat its cold start, issue 36): SmolLM2 on the local machine, float32
-LEARNING_CONFIGS = [CONFIGS / "learning-candy_crush.yaml"]
+LEARNING_CONFIGS = [CONFIGS / "learning-candy_crush.yaml", CONFIGS / "learning-candy_crush-clears.yaml"]
 
 
 def _load_train_module():

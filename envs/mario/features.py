@@ -41,7 +41,7 @@ FEATURE_SCALES: dict[str, tuple[int, ...]] = {
     "furthest_x": tuple(range(_LEVEL_PIXELS + 1)),
     "coins": tuple(range(100)),
     "time": tuple(range(401)),
-    "lives": tuple(range(256)),
+    "lives": tuple(range(257)),  # the RAM byte + 1
     "actions_left": tuple(range(201)),
     "enemies_near": tuple(range(11)),
     "obstacle_height": tuple(range(ROWS + 1)),

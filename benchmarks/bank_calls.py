@@ -168,6 +168,11 @@ def run_path(path: str, bank: Bank, trajs: list[Trajectory], cfg: CoplayConfig, 
             "bank": outcome(new_bank, samples, report)}
 
 
+ITERATION_SHARE_WHAT = ("seconds and shares of each iteration's wall time by phase, per bank call path; the "
+                        "runs evaluate nothing (eval.every=0, probe.every=0), so this file holds no policy "
+                        "score and is not a learning figure")
+
+
 def iteration_share(config: str, overrides: list[str], iterations: int) -> dict[str, Any]:
     """`--iteration-share`: a real `full` run per path (`coplay train`, `calls.concurrent` false then true,
     no episode evaluation and no probe: they are not iteration time), and from each run's metrics the
@@ -217,7 +222,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.iteration_share:
         result = {"benchmark": "bank_calls_iteration_share", "command": " ".join([COMMAND, *sys.argv[1:]]),
-                  "config": args.config, "cpus": os.cpu_count(),
+                  "config": args.config, "cpus": os.cpu_count(), "what": ITERATION_SHARE_WHAT,
                   "paths": iteration_share(args.config, args.overrides, args.iteration_share)}
         text = json.dumps(result, indent=1, default=str)
         if args.out:

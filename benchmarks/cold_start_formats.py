@@ -364,7 +364,10 @@ def _result(args: argparse.Namespace, started: float, load_before: tuple[float, 
              + (f" --adapters {args.adapters}" if args.adapters != ",".join(MEASURED) else "")
              + (f" --formats {args.formats}" if args.formats else "")
              + (f" --max-new-tokens {args.max_new_tokens}" if args.max_new_tokens else ""))
-    command = f"nice -n 10 {COMMAND} {'--quick' if args.quick else flags} {' '.join(args.overrides)}".strip()
+    picked = ((f" --adapters {args.adapters}" if args.adapters != ",".join(MEASURED) else "")
+              + (f" --formats {args.formats}" if args.formats else ""))
+    command = (f"nice -n 10 {COMMAND} {'--quick' + picked if args.quick else flags + picked} "
+               f"{' '.join(args.overrides)}").strip()
     result = {"command": command, "quick": args.quick,
               "commit": _commit(), "host": platform.node(), "cpus": os.cpu_count(),
               "threads": threads, "loadavg_before": list(load_before),

@@ -127,12 +127,15 @@ def probe_summary(runs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _probe_regrets(run_dir: Path, game: str, which: int) -> dict[int, float] | None:
-    """Per-position regrets of the run's probe `which` (0 the first, -1 the last) on `game`."""
+def _probe_regrets(run_dir: str | None, game: str) -> tuple[dict[int, float], dict[int, float]] | None:
+    """Per-position regrets of the run's first and last probe on `game` (its files read once)."""
     from coplay.driver.probe import read_probes
 
-    points = [p for p in read_probes(run_dir) if game in p.get("results", {})]
-    return dict(enumerate(points[which]["results"][game]["model"]["regrets"])) if points else None
+    points = [p for p in read_probes(Path(run_dir)) if game in p.get("results", {})] if run_dir else []
+    if not points:
+        return None
+    first, last = (dict(enumerate(p["results"][game]["model"]["regrets"])) for p in (points[0], points[-1]))
+    return first, last
 
 
 def compare_arms(arms: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -163,18 +166,19 @@ def compare_arms(arms: dict[str, dict[str, Any]]) -> dict[str, Any]:
                       "probe_minus_cold_start": (run.get("probe") or {}).get("paired_last_minus_first"),
                       "time_split": run.get("time_split"), "sizes": run.get("sizes")}
 
-    def probe_change(run: dict[str, Any], which: int) -> dict[str, Any] | None:
-        a, b = (_probe_regrets(Path(r["run_dir"]), game, which) if r.get("run_dir") else None
-                for r in (first, run))
-        d = paired_difference(a, b) if a and b else None
+    regrets = {name: _probe_regrets(run.get("run_dir"), game) for name, run in arms.items()}
+
+    def probe_change(name: str, which: int) -> dict[str, Any] | None:
+        a, b = regrets[first_name], regrets[name]
+        d = paired_difference(a[which], b[which]) if a and b else None
         return d.as_dict() if d else None
 
     versus = {}
     for name, run in list(arms.items())[1:]:
         versus[f"{name} minus {first_name}"] = {
-            "eval": paired(first["final"], run["final"]), "probe_regret": probe_change(run, -1),
+            "eval": paired(first["final"], run["final"]), "probe_regret": probe_change(name, -1),
             "cold_start_eval": paired(cold_start(first), cold_start(run)),
-            "cold_start_probe_regret": probe_change(run, 0)}
+            "cold_start_probe_regret": probe_change(name, 0)}
     return {"game": game, "arms": rows, "versus_first": versus,
             "protocol_check": first.get("protocol_check"), "bots": first.get("bots")}
 

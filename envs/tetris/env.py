@@ -28,6 +28,7 @@ from coplay_envs.core import normalize_action, text_space
 from coplay_envs.tetris.features import compute_features, holes
 from coplay_envs.tetris.pieces import PIECE_NAMES, SPAWN_COLUMN, canonical_rotation
 from coplay_envs.tetris.rules import (
+    DEFAULT_MAX_PLACEMENTS,
     POINTS_PER_LINE,
     POINTS_PER_PIECE,
     WIDTH,
@@ -47,7 +48,6 @@ RULES: str = (
     "Keep the stack low and flat and avoid holes (empty cells under filled ones)."
 )
 
-DEFAULT_MAX_PLACEMENTS: int = 200
 OBSERVATION_MAX_CHARS: int = 4096
 ACTION_MAX_CHARS: int = 64
 

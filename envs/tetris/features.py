@@ -34,8 +34,11 @@ from typing import Any
 
 from coplay_envs.tetris.pieces import DISTINCT_ROTATIONS, ROTATIONS
 from coplay_envs.tetris.rules import (
+    DEFAULT_MAX_PLACEMENTS,
     FULL_ROW,
     HEIGHT,
+    POINTS_PER_LINE,
+    POINTS_PER_PIECE,
     WIDTH,
     board_from_text_rows,
     column_heights,
@@ -44,8 +47,7 @@ from coplay_envs.tetris.rules import (
 
 DANGER_HEIGHT: int = 14
 _CELLS: int = WIDTH * HEIGHT
-_MAX_PLACEMENTS: int = 200  # the env's default episode; a position holds at most that many placements
-_MAX_LINES: int = _MAX_PLACEMENTS * 4 // WIDTH  # 4 cells per piece, WIDTH cells per cleared line
+_MAX_LINES: int = DEFAULT_MAX_PLACEMENTS * 4 // WIDTH  # 4 cells a piece, WIDTH cells a cleared line
 
 #: Per integer feature the values a contract's threshold may take (`coplay_envs.feature_scales`): what a
 #: 10 x 20 board and a 200-placement game can show, so `max_height >= 25` or `last_lines == 1.5` is off
@@ -65,9 +67,9 @@ FEATURE_SCALES: dict[str, tuple[int, ...]] = {
     "lines_cleared": tuple(range(_MAX_LINES + 1)),
     "last_lines": tuple(range(5)),
     "max_clear_now": tuple(range(5)),
-    "placements": tuple(range(_MAX_PLACEMENTS + 1)),
-    "placements_left": tuple(range(_MAX_PLACEMENTS + 1)),
-    "score": tuple(range(_MAX_PLACEMENTS + 10 * _MAX_LINES + 1)),  # 1 per piece + 10 per line
+    "placements": tuple(range(DEFAULT_MAX_PLACEMENTS + 1)),
+    "placements_left": tuple(range(DEFAULT_MAX_PLACEMENTS + 1)),
+    "score": tuple(range(POINTS_PER_PIECE * DEFAULT_MAX_PLACEMENTS + POINTS_PER_LINE * _MAX_LINES + 1)),
 }
 _RIGHT_WALL_BIT: int = 1 << (WIDTH - 1)
 _TRANSITION_MASK: int = (1 << (WIDTH + 1)) - 1

@@ -27,6 +27,7 @@ PREVIEW: int = 4
 FULL_ROW: int = (1 << WIDTH) - 1
 POINTS_PER_PIECE: int = 1
 POINTS_PER_LINE: int = 10
+DEFAULT_MAX_PLACEMENTS: int = 200  # an episode's placements unless the env is told otherwise
 
 EMPTY_CELL: str = "."
 FILLED_CELL: str = "#"

@@ -55,7 +55,7 @@ def sizes(cfg: Any) -> dict[str, Any]:
     return {"model": cfg.model.name, "iterations": cfg.loop.iterations,
             "start_states": cfg.rollout.start_states, "group_size": cfg.rollout.group_size,
             "max_steps": cfg.rollout.max_steps, "eval_max_steps": cfg.eval.max_steps or cfg.rollout.max_steps,
-            "sft_episodes": cfg.sft.episodes_per_game, "sft_epochs": cfg.sft.epochs,
+            "sft": cfg.sft.enabled, "sft_episodes": cfg.sft.episodes_per_game, "sft_epochs": cfg.sft.epochs,
             "eval_every": cfg.eval.every, "eval_episodes": cfg.eval.episodes,
             "eval_temperature": cfg.eval.temperature,
             "eval_seeds": [cfg.seeds.eval.start, cfg.seeds.eval.start + cfg.eval.episodes]}
@@ -204,6 +204,8 @@ def table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for run in runs:
         derived, start = COLD_START_OF.get(run["variant"]), run["curve"][0] if run["curve"] else None
         ran = {(r["game"], r["variant"]) for r in runs} | {(r["game"], r["variant"]) for r in rows}
+        if derived and not run.get("sizes", {}).get("sft", True):
+            derived = "base"  # sft.enabled false: iteration 0 is the base model on the run's prompt
         if derived and start is not None and start["iteration"] == 0 and (run["game"], derived) not in ran:
             row(run, derived, start, f"{run['variant']} at iteration 0", None)
     for game in dict.fromkeys(r["game"] for r in runs):

@@ -83,3 +83,14 @@ def test_the_bots_keep_their_order_after_a_round_trip_through_the_results_json()
     reread = json.loads(json.dumps(runs, sort_keys=True))  # as write_results stores them
     assert [r["variant"] for r in table(reread)] == [r["variant"] for r in table(runs)]
     assert [r["variant"] for r in table(runs) if r["bot"]] == ["random bot", "expert bot"]
+
+
+def test_a_run_without_sft_calls_its_iteration_zero_the_base_model_not_sft_only():
+    every = _runs(random=[5, 6, 7, 8], expert=[100, 110, 120, 130])
+    runs = [r for r in every if r["variant"] == "grpo_no_bank"]
+    runs[0]["sizes"] = {"sft": False}
+    rows = {r["variant"]: r for r in table(runs)}
+    assert "sft_only" not in rows
+    assert rows["base"]["from"] == "grpo_no_bank at iteration 0" and rows["base"]["mean"] == 25.0
+    runs[0]["sizes"] = {"sft": True}
+    assert "sft_only" in {r["variant"] for r in table(runs)}

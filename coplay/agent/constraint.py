@@ -31,14 +31,17 @@ def _escape(text: str) -> str:
     return "".join(f"\\{ch}" if ch in _SPECIAL else ch for ch in text)
 
 
-_HEAD = (f"INTENTION: ({'|'.join(INTENTION_TAGS)})( [^\\n]{{0,{SUBGOAL_MAX_CHARS}}})?\\n"
-         "(SKILL: (KEEP|SWITCH)\\n)?")
+def _head(intention_chars: int = SUBGOAL_MAX_CHARS) -> str:
+    """The INTENTION line (a tag, then at most `intention_chars` characters of free text; 0: the tag alone)
+    and the optional SKILL line."""
+    free = f"( [^\\n]{{0,{intention_chars}}})?" if intention_chars > 0 else ""
+    return f"INTENTION: ({'|'.join(INTENTION_TAGS)}){free}\\n(SKILL: (KEEP|SWITCH)\\n)?"
 
 
-def orders_regex(legal_orders: Mapping[str, list[str]]) -> str:
+def orders_regex(legal_orders: Mapping[str, list[str]], intention_chars: int = SUBGOAL_MAX_CHARS) -> str:
     """The regex of an `act` completion whose order lines are each one legal order of one unit."""
     lines = ["(" + "|".join(_escape(o) for o in orders) + ")" for _, orders in legal_orders.items() if orders]
-    return _HEAD + "ORDERS:\\n" + "\\n".join(lines)
+    return _head(intention_chars) + "ORDERS:\\n" + "\\n".join(lines)
 
 
 def _action_pattern(action: str) -> str:
@@ -48,16 +51,17 @@ def _action_pattern(action: str) -> str:
     return _escape(prefix) + f"[^\\n]{{1,{FREE_TEXT_MAX_CHARS}}}" + _escape(suffix)
 
 
-def actions_regex(legal_actions: Sequence[str]) -> str:
+def actions_regex(legal_actions: Sequence[str], intention_chars: int = SUBGOAL_MAX_CHARS) -> str:
     """The regex of an `act` completion whose ACTION line is one of `legal_actions` (templates filled)."""
-    return _HEAD + "ACTION: (" + "|".join(_action_pattern(a) for a in legal_actions) + ")"
+    return _head(intention_chars) + "ACTION: (" + "|".join(_action_pattern(a) for a in legal_actions) + ")"
 
 
 def constraint_for(game: str, info: Mapping[str, Any], orders: bool = True,
-                   actions: bool = False) -> str | None:
+                   actions: bool = False, intention_chars: int = SUBGOAL_MAX_CHARS) -> str | None:
     """The regex that constrains this step's `act` completion, or None. `orders`: Diplomacy movement and
     retreat phases (one line per unit; negotiation messages and adjustment builds stay free). `actions`:
-    every step of a single-action game that lists its legal actions."""
+    every step of a single-action game that lists its legal actions. `intention_chars`
+    (`rollout.intention_chars`): the INTENTION line's free text after its tag."""
     if game in MULTI_LINE_GAMES:
         if not orders or game != "diplomacy":
             return None
@@ -65,6 +69,6 @@ def constraint_for(game: str, info: Mapping[str, Any], orders: bool = True,
         legal = info.get("legal_orders") or {}
         if features.get("is_negotiation") or features.get("is_adjustment") or not legal:
             return None
-        return orders_regex(legal)
+        return orders_regex(legal, intention_chars)
     legal_actions = list(info.get("legal_actions") or [])
-    return actions_regex(legal_actions) if actions and legal_actions else None
+    return actions_regex(legal_actions, intention_chars) if actions and legal_actions else None

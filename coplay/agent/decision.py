@@ -17,7 +17,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from coplay.agent.constraint import constraint_for
+from coplay.agent.constraint import SUBGOAL_MAX_CHARS, constraint_for
 from coplay.agent.parsing import parse_act, parse_retrieve
 from coplay.agent.prompts import (
     MULTI_LINE_GAMES,
@@ -69,6 +69,7 @@ class ModelSeat:
     history_len: int = 4
     constrained_orders: bool = False  # Diplomacy order lines restricted to legal orders (agent/constraint.py)
     constrained_actions: bool = False  # the ACTION line restricted to one legal action (agent/constraint.py)
+    intention_chars: int = SUBGOAL_MAX_CHARS  # under a constraint: the INTENTION free text (0: the tag alone)
     uses_bank: bool = True  # False (ablation variants without a bank): no retrieval, no skill section
     prompt_format: str = "full"  # `rollout.prompt_format`: the act prompt's layout (agent/prompts.py)
 
@@ -185,7 +186,8 @@ class DecisionAgent:
             self._finish(step, samples)
             return step, samples
         sampling = self.seat.act_sampling
-        regex = constraint_for(self.game, info, self.seat.constrained_orders, self.seat.constrained_actions)
+        regex = constraint_for(self.game, info, self.seat.constrained_orders, self.seat.constrained_actions,
+                               self.seat.intention_chars)
         out = await self.engine.agenerate(GenerationRequest(
             ids, self.seat.act, sampling, seed=derive_seed(*self.seed_parts, t, "act"), regex=regex))
         parsed = parse_act(out.text, legal, multi_line=self.game in MULTI_LINE_GAMES)

@@ -205,6 +205,12 @@ class RolloutConfig(Section):
                            "structured outputs, the same token mask in the HF engine and the learner); "
                            "a short cold start on a small model otherwise leaves answers without an "
                            "ACTION line or with an illegal one")
+    intention_chars: int = Field(
+        60, ge=0, le=200,
+        description="under constrained_orders / constrained_actions: how many characters of free text the "
+                    "INTENTION line may have after its tag (0: the tag alone); a base model without a cold "
+                    "start fills the free text and can run out of its act token budget before the ACTION "
+                    "line")
     opponents: OpponentPoolConfig = OpponentPoolConfig()
     selfplay: SelfPlayConfig = SelfPlayConfig()
 

@@ -35,7 +35,7 @@ def model_seat(cfg: CoplayConfig, versions: Mapping[str, int], evaluation: bool 
                                          max_tokens=cfg.sampling.max_tokens["retrieve"]),
         prompt_budget=budget, retrieve_every=cfg.rollout.retrieve_every, top_k=cfg.rollout.top_k_skills,
         history_len=cfg.rollout.history_len, constrained_orders=cfg.rollout.constrained_orders,
-        constrained_actions=cfg.rollout.constrained_actions,
+        constrained_actions=cfg.rollout.constrained_actions, intention_chars=cfg.rollout.intention_chars,
         uses_bank=cfg.ablation.uses_bank, prompt_format=cfg.rollout.prompt_format)
 
 

@@ -54,3 +54,14 @@ def test_the_switch_decides_per_game():
     assert constraint_for("2048", {"legal_actions": []}, actions=True) is None  # game over: nothing to pick
     # Diplomacy answers are multi-line orders: constrained_orders, never constrained_actions
     assert constraint_for("diplomacy", {"legal_actions": ["A PAR H"]}, orders=False, actions=True) is None
+
+
+def test_intention_chars_zero_admits_the_tag_alone_and_the_budget_bounds_the_free_text():
+    info = {"legal_actions": CANDY}
+    tag_only = constraint_for("candy_crush", info, actions=True, intention_chars=0)
+    assert _admits(tag_only, "INTENTION: CLEAR\nACTION: swap (1,1) (2,1)")
+    assert parse_act("INTENTION: CLEAR\nACTION: swap (1,1) (2,1)", CANDY).error == ""
+    assert not _admits(tag_only, "INTENTION: CLEAR the top\nACTION: swap (1,1) (2,1)")
+    ten = actions_regex(CANDY, intention_chars=10)
+    assert _admits(ten, "INTENTION: CLEAR " + "x" * 10 + "\nACTION: swap (1,4) (1,5)")
+    assert not _admits(ten, "INTENTION: CLEAR " + "x" * 11 + "\nACTION: swap (1,4) (1,5)")

@@ -35,7 +35,8 @@ COEVOLUTION_CONFIGS = [CONFIGS / "coevolution-2048.yaml", CONFIGS / "coevolution
 # `python -m benchmarks.skill_sp` (docs/curriculum.md): SmolLM2 on the local machine
 CURRICULUM_CONFIGS = [CONFIGS / "curriculum-2048-smollm2.yaml"]
 # learning runs (does the policy beat its cold start, issue 36): SmolLM2 on the local machine, float32
-LEARNING_CONFIGS = [CONFIGS / "learning-candy_crush.yaml", CONFIGS / "learning-candy_crush-clears.yaml"]
+LEARNING_CONFIGS = [CONFIGS / "learning-candy_crush.yaml", CONFIGS / "learning-candy_crush-clears.yaml",
+                    CONFIGS / "learning-candy_crush-from-base.yaml"]
 
 
 def _load_train_module():
@@ -65,6 +66,9 @@ def test_the_learning_configs_train_grpo_alone_on_same_state_groups_on_a_separat
     assert cfg.games == ["candy_crush"] and cfg.eval.max_steps == 6 and cfg.eval.episodes >= 32
     assert cfg.eval.at_start and cfg.loop.iterations % cfg.eval.every == 0
     assert cfg.model.dtype == cfg.engine.dtype == "float32" and cfg.learner.bf16 is False
+    # without a cold start only the constraint gives the base model the answer format, and its free
+    # INTENTION text would eat the act token budget
+    assert cfg.sft.enabled or (cfg.rollout.constrained_actions and cfg.rollout.intention_chars == 0)
 
 
 def test_the_curriculum_config_runs_the_curriculum_on_smollm2_with_constrained_tasks():

@@ -65,3 +65,10 @@ def test_intention_chars_zero_admits_the_tag_alone_and_the_budget_bounds_the_fre
     ten = actions_regex(CANDY, intention_chars=10)
     assert _admits(ten, "INTENTION: CLEAR " + "x" * 10 + "\nACTION: swap (1,4) (1,5)")
     assert not _admits(ten, "INTENTION: CLEAR " + "x" * 11 + "\nACTION: swap (1,4) (1,5)")
+
+
+def test_the_configs_default_intention_budget_is_the_constraints_own():
+    from coplay.agent.constraint import SUBGOAL_MAX_CHARS
+    from coplay.config import RolloutConfig
+
+    assert RolloutConfig().intention_chars == SUBGOAL_MAX_CHARS

@@ -351,8 +351,9 @@ def format_differences(models: dict[str, Any], formats: list[str]) -> dict[str, 
     return out
 
 
-def _result(args: argparse.Namespace, started: float, load_before: tuple[float, ...], models: dict[str, Any],
-            threads: int) -> dict[str, Any]:
+def recorded_command(args: argparse.Namespace) -> str:
+    """The command a result records: every flag that sets a size (or `--quick`), and what was measured
+    (`--adapters`, `--formats`) either way, then the overrides."""
     sizes = {"--teacher-episodes": args.teacher_episodes, "--max-steps": args.max_steps,
              "--examples-per-adapter": args.examples_per_adapter, "--min-batches-cap": args.min_batches_cap}
     flags = (f"--models {args.models} "
@@ -361,14 +362,17 @@ def _result(args: argparse.Namespace, started: float, load_before: tuple[float, 
              f"--eval-prompts {args.eval_prompts} "
              f"--temperature {args.temperature}{' --with-segment' if args.with_segment else ''}"
              + (f" --max-epochs {args.max_epochs}" if args.max_epochs else "")
-             + (f" --adapters {args.adapters}" if args.adapters != ",".join(MEASURED) else "")
-             + (f" --formats {args.formats}" if args.formats else "")
              + (f" --max-new-tokens {args.max_new_tokens}" if args.max_new_tokens else ""))
+    # what is measured, recorded with --quick too
     picked = ((f" --adapters {args.adapters}" if args.adapters != ",".join(MEASURED) else "")
               + (f" --formats {args.formats}" if args.formats else ""))
-    command = (f"nice -n 10 {COMMAND} {'--quick' + picked if args.quick else flags + picked} "
-               f"{' '.join(args.overrides)}").strip()
-    result = {"command": command, "quick": args.quick,
+    return (f"nice -n 10 {COMMAND} {'--quick' + picked if args.quick else flags + picked} "
+            f"{' '.join(args.overrides)}").strip()
+
+
+def _result(args: argparse.Namespace, started: float, load_before: tuple[float, ...], models: dict[str, Any],
+            threads: int) -> dict[str, Any]:
+    result = {"command": recorded_command(args), "quick": args.quick,
               "commit": _commit(), "host": platform.node(), "cpus": os.cpu_count(),
               "threads": threads, "loadavg_before": list(load_before),
               "loadavg_after": list(os.getloadavg()), "seconds": time.time() - started,

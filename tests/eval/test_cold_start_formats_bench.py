@@ -53,3 +53,21 @@ def test_formats_side_by_side_measure_only_the_named_adapters(tmp_path, tiny_mod
     diffs = result["format_differences"]["tiny: compact minus full"]
     full, compact = (result["models"][f"tiny@{f}"]["formats"]["act"] for f in ("full", "compact"))
     assert diffs["formats.act.legal_rate"] == round(compact["legal_rate"] - full["legal_rate"], 4)
+
+
+def test_the_recorded_command_names_each_measured_flag_once():
+    import argparse
+
+    from benchmarks.cold_start_formats import recorded_command
+
+    args = argparse.Namespace(models="smollm2-135m-instruct", teacher_episodes=None, max_steps=None,
+                              examples_per_adapter=None, min_batches_cap=None, starts=16, eval_steps=2,
+                              bank_steps=250, eval_prompts=32, temperature=0.0, with_segment=False,
+                              max_epochs=None, max_new_tokens=None, adapters="act", formats="full,compact",
+                              quick=False, overrides=[])
+    full = recorded_command(args)
+    assert full.count("--adapters act") == 1 and full.count("--formats full,compact") == 1
+    assert "--starts 16" in full
+    quick = recorded_command(argparse.Namespace(**{**vars(args), "quick": True}))
+    assert quick == ("nice -n 10 python -m benchmarks.cold_start_formats --quick --adapters act "
+                     "--formats full,compact")

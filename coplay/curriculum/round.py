@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from coplay.agent.constraint import constraint_for
+from coplay.agent.constraint import SUBGOAL_MAX_CHARS, constraint_for
 from coplay.agent.parsing import parse_act
 from coplay.agent.prompts import act_messages
 from coplay.config import CurriculumConfig
@@ -97,14 +97,16 @@ class RoundResult:
 
 
 def _act_answers(caller: ModelCaller, game: str, active: list[dict[str, Any]], prompts: list[Any],
-                 max_tokens: int, constrained: bool) -> list[list[Sample]]:
+                 max_tokens: int, constrained: bool,
+                 intention_chars: int = SUBGOAL_MAX_CHARS) -> list[list[Sample]]:
     """One `act` answer per live attempt; constrained: the ACTION line sampled from the attempt's legal
-    actions (`agent.constraint`, as in the rollouts), one call per distinct constraint."""
+    actions (`agent.constraint`, as in the rollouts, with their INTENTION budget), one call per distinct
+    constraint."""
     if not constrained:
         return caller.complete("act", prompts, 1, max_tokens)
     by_regex: dict[str | None, list[int]] = {}
     for i, s in enumerate(active):
-        by_regex.setdefault(constraint_for(game, s["info"], False, True), []).append(i)
+        by_regex.setdefault(constraint_for(game, s["info"], False, True, intention_chars), []).append(i)
     answers: list[list[Sample]] = [[] for _ in active]
     for regex, members in by_regex.items():
         got = caller.complete("act", [prompts[i] for i in members], 1, max_tokens, regex=regex)
@@ -116,7 +118,8 @@ def _act_answers(caller: ModelCaller, game: str, active: list[dict[str, Any]], p
 def solve(caller: ModelCaller, gate: Gate, tasks: list[tuple[Task, dict[str, Any]]], attempts: int,
           rules: str, max_tokens: int, group_prefix: str,
           reward_scale: float = 0.0, constrained_actions: bool = False,
-          prompt_format: str = "full") -> tuple[list[list[Attempt]], list[list[Sample]]]:
+          prompt_format: str = "full",
+          intention_chars: int = SUBGOAL_MAX_CHARS) -> tuple[list[list[Attempt]], list[list[Sample]]]:
     """K attempts at each (task, start state), in lockstep: every step asks the caller once for all live
     attempts (once per distinct action constraint with `constrained_actions`), with the rollouts' `act`
     prompt layout (`prompt_format`). Returns per task its attempts and its solver `act` Samples (rewarded
@@ -137,7 +140,8 @@ def solve(caller: ModelCaller, gate: Gate, tasks: list[tuple[Task, dict[str, Any
         active = [s for s in live if not s["done"]]
         prompts = [act_messages(gate.game, rules, s["obs"], s["info"]["legal_actions"], s["goal"], [],
                                 prompt_format=prompt_format) for s in active]
-        answers = _act_answers(caller, gate.game, active, prompts, max_tokens, constrained_actions)
+        answers = _act_answers(caller, gate.game, active, prompts, max_tokens, constrained_actions,
+                               intention_chars)
         for s, (sample,) in zip(active, answers, strict=True):
             parsed = parse_act(sample.completion_text, s["info"]["legal_actions"])
             s["obs"], reward, terminated, truncated, s["info"] = s["env"].step(parsed.action)
@@ -178,13 +182,14 @@ def _within_cap(checked: list[tuple[Sample, str | None, Verdict]], max_tasks: in
 def run_round(caller: ModelCaller, gate: Gate, router: Router, skills: Mapping[str, Skill],
               cfg: CurriculumConfig, iteration: int, rules: str, max_tokens: Mapping[str, int],
               seed: int = 0, max_tasks: int | None = None, constrained_actions: bool = False,
-              prompt_format: str = "full") -> RoundResult:
+              prompt_format: str = "full", intention_chars: int = SUBGOAL_MAX_CHARS) -> RoundResult:
     """Route `cfg.prompts` prompts, sample `cfg.proposals` tasks per prompt, gate them, solve the valid
     ones `cfg.attempts` times, and set every Sample's reward. Skill usage statistics are updated in place
     (`Skill.tasking.usage`); tasks the solver neither always nor never solved become skill examples.
     `max_tasks` caps the tasks the solver plays (the mix share), whole prompt groups at a time; a group
     beyond the cap is not trained (its rewards would be unknown), its passing tasks counted `unplayed`.
-    `prompt_format`: the solver's `act` prompt layout (`rollout.prompt_format`)."""
+    `prompt_format`: the solver's `act` prompt layout (`rollout.prompt_format`); `intention_chars`: its
+    INTENTION budget under the constraint (`rollout.intention_chars`)."""
     prefix = f"it{iteration}/curriculum/{gate.game}"
     routed = ([None] * cfg.prompts if cfg.unguided
               else router.pick({k: s.tasking.usage for k, s in skills.items()}, cfg.prompts, iteration))
@@ -215,7 +220,7 @@ def run_round(caller: ModelCaller, gate: Gate, router: Router, skills: Mapping[s
     attempts, solver_samples = solve(caller, gate, [(checked[i][2].task, checked[i][2].start_state)
                                                     for i in played_idx],  # type: ignore[misc]
                                      cfg.attempts, rules, max_tokens["act"], prefix, cfg.game_reward_scale,
-                                     constrained_actions, prompt_format)
+                                     constrained_actions, prompt_format, intention_chars)
     played = dict(zip(played_idx, zip(attempts, solver_samples, strict=True), strict=True))
     outcomes: list[TaskOutcome] = []
     trained: list[Sample] = []

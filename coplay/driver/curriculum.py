@@ -85,7 +85,8 @@ def curriculum_rounds(system: Any, cfg: CoplayConfig, iteration: int, versions: 
         result = run_round(caller, gate, router, skills, cur, iteration, coplay_envs.rules(game),
                            dict(cfg.sampling.max_tokens.items()), seed=seed, max_tasks=max_tasks,
                            constrained_actions=cfg.rollout.constrained_actions,
-                           prompt_format=cfg.rollout.prompt_format)
+                           prompt_format=cfg.rollout.prompt_format,
+                           intention_chars=cfg.rollout.intention_chars)
         for skill in skills.values():
             skill.tasking.rules = refine_rules(skill.tasking)
         tasking[game] = {sid: s.tasking.to_json() for sid, s in skills.items()}

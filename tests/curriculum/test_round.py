@@ -171,3 +171,20 @@ def test_a_round_with_the_real_tiny_model_counts_what_it_cannot_use(tiny_model_c
     assert len(proposer) == 2 and all(s.completion_ids and s.reward is not None for s in proposer)
     assert sum(result.counts.values()) == 2  # every answer got a verdict, counted by reason
     assert all(o.reward == 0.0 for o in result.outcomes if not o.verdict.valid)
+
+
+def test_constrained_solver_answers_carry_the_rollouts_intention_budget() -> None:
+    from coplay.agent.constraint import actions_regex
+    from coplay.curriculum.round import _act_answers
+
+    seen: list[str | None] = []
+
+    class Recording:
+        def complete(self, adapter, prompts, n, max_tokens, regex=None):
+            seen.append(regex)
+            return [[None] for _ in prompts]
+
+    active = [{"info": {"legal_actions": ["left", "up"]}}]
+    _act_answers(Recording(), "2048", active, ["p"], 32, True, intention_chars=0)
+    _act_answers(Recording(), "2048", active, ["p"], 32, True)
+    assert seen == [actions_regex(["left", "up"], 0), actions_regex(["left", "up"])]

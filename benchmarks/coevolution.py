@@ -205,7 +205,9 @@ def table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         derived, start = COLD_START_OF.get(run["variant"]), run["curve"][0] if run["curve"] else None
         ran = {(r["game"], r["variant"]) for r in runs} | {(r["game"], r["variant"]) for r in rows}
         if derived and not run.get("sizes", {}).get("sft", True):
-            derived = "base"  # sft.enabled false: iteration 0 is the base model on the run's prompt
+            # sft.enabled false: iteration 0 of a run without a bank is the base model on the run's prompt;
+            # with the seed bank it is no variant of the table
+            derived = "base" if derived == "sft_only" else None
         if derived and start is not None and start["iteration"] == 0 and (run["game"], derived) not in ran:
             row(run, derived, start, f"{run['variant']} at iteration 0", None)
     for game in dict.fromkeys(r["game"] for r in runs):

@@ -94,3 +94,6 @@ def test_a_run_without_sft_calls_its_iteration_zero_the_base_model_not_sft_only(
     assert rows["base"]["from"] == "grpo_no_bank at iteration 0" and rows["base"]["mean"] == 25.0
     runs[0]["sizes"] = {"sft": True}
     assert "sft_only" in {r["variant"] for r in table(runs)}
+    full = [r for r in every if r["variant"] == "full"]
+    full[0]["sizes"] = {"sft": False}  # base model plus the seed bank: no row of its own
+    assert {r["variant"] for r in table(full)} == {"full", "random bot", "expert bot"}

@@ -88,6 +88,24 @@ def set_weights(items: list[TrainItem], loss_agg: str, token_norm: int | None) -
         item.weight = w
 
 
+def mini_batch_items(items: list[TrainItem], count: int) -> list[list[TrainItem]]:
+    """`items` cut into at most `count` mini-batches of about equal size, in `order_for_sharing`'s order,
+    never splitting the answers of one prompt (a same-state group's advantages are relative to each other,
+    and its prompt is computed once per micro-batch). Every rank cuts the whole batch the same way. One
+    mini-batch when `count` is 1."""
+    if count <= 1 or len(items) <= 1:
+        return [items] if items else []
+    ordered = order_for_sharing(items)
+    runs = [list(run) for _, run in itertools.groupby(ordered, key=lambda item: item.prompt_ids)]
+    target = len(ordered) / min(count, len(runs))
+    minis: list[list[TrainItem]] = [[]]
+    for run in runs:
+        if minis[-1] and len(minis) < count and len(minis[-1]) + len(run) / 2 > target:
+            minis.append([])
+        minis[-1].extend(run)
+    return minis
+
+
 def rank_micro_batches(items: list[TrainItem], rank: int, world: int,
                        micro_batch_size: int) -> list[list[TrainItem]]:
     """This rank's micro-batches: the same count on every rank, padded with zero-weight copies."""

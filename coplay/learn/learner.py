@@ -54,6 +54,7 @@ from coplay.learn.batching import (
     MicroBatch,
     TrainItem,
     items_from_samples,
+    mini_batch_items,
     order_for_sharing,
     rank_micro_batches,
     set_weights,
@@ -181,26 +182,32 @@ class Learner:
                 raise ValueError(f"sample {s.sample_id!r}: unknown adapter {s.adapter!r}; "
                                  f"expected {self.adapter_names}")
             by_adapter[s.adapter].append(s)
-        plans: dict[str, list[MicroBatch]] = {}
+        plans: dict[str, list[list[MicroBatch]]] = {}  # adapter -> mini-batches -> this rank's micro-batches
         n_tokens = 0
         for adapter in self.adapter_names:
             on_policy = self.versions[adapter] if self.cfg.old_logprobs == "learner" else None
             items = items_from_samples(by_adapter.get(adapter, []), advantages, on_policy)
             if not items:
                 continue
-            set_weights(items, self.cfg.loss_agg, self.max_tokens.get(adapter))
             n_tokens += sum(len(i.completion_ids) for i in items)
-            plans[adapter] = self._plan(items)
+            plans[adapter] = []
+            for mini in mini_batch_items(items, self.cfg.mini_batches):
+                set_weights(mini, self.cfg.loss_agg, self.max_tokens.get(adapter))  # each normalised alone
+                plans[adapter].append(self._plan(mini))
         metrics = StepMetrics(learner_step=self.learner_step + 1, trained_tokens=n_tokens)
         self.eval_mode()
+        for adapter, minis in plans.items():
+            if len(minis) > 1:
+                self._score_on_policy(adapter, [mb for mini in minis for mb in mini])
         for epoch in range(self.cfg.epochs):
-            for adapter, micro_batches in plans.items():
-                sums = self._train_adapter(adapter, micro_batches)
-                if epoch == self.cfg.epochs - 1:
-                    metrics.adapters[adapter] = sums
+            for adapter, minis in plans.items():
+                parts = [self._train_adapter(adapter, micro_batches) for micro_batches in minis]
+                if epoch == self.cfg.epochs - 1:  # the mean over the epoch's updates
+                    metrics.adapters[adapter] = {k: sum(p[k] for p in parts) / len(parts) for k in parts[0]}
         for adapter in plans:
             self.versions[adapter] += 1
             metrics.adapters[adapter]["samples"] = float(len(by_adapter[adapter]))
+            metrics.adapters[adapter]["updates"] = float(self.cfg.epochs * len(plans[adapter]))
         self.changed = list(plans)
         self.learner_step += 1
         metrics.seconds = {**self.step_seconds, "step_s": self._now() - started}
@@ -342,7 +349,25 @@ class Learner:
             self._masks = TokenMasks(self.tokenizer, vocab)
         return self._masks
 
+    def _score_on_policy(self, adapter: str, micro_batches: list[MicroBatch]) -> None:
+        """The old policy's log-probs of every on-policy row, computed without autograd before the step's
+        first update: with several mini-batches, the later ones are first seen after an update (their own
+        first forward would score them with the new policy). Counted in `forward_s`."""
+        started = self._now()
+        with torch.no_grad():
+            for mb in micro_batches:
+                if mb.on_policy is not None and bool(mb.on_policy.any()):
+                    self._keep_old_logprobs(mb, self.trainers[adapter].forward(mb.tokens, mb.temperatures))
+        self._lap("forward_s", started)
+
+    @staticmethod
+    def _keep_old_logprobs(mb: MicroBatch, logprobs: torch.Tensor) -> None:
+        own = logprobs.detach().to("cpu", torch.float32)
+        mb.behaviour_logprobs = torch.where(mb.on_policy[:, None], own, mb.behaviour_logprobs)
+        mb.on_policy = None
+
     def _train_adapter(self, adapter: str, micro_batches: list[MicroBatch]) -> dict[str, float]:
+        """One optimizer update of `adapter` over `micro_batches` (one mini-batch, gradients accumulated)."""
         trainer = self.trainers[adapter]
         sums = dict.fromkeys(METRIC_KEYS, 0.0)
         for k, mb in enumerate(micro_batches):
@@ -351,9 +376,7 @@ class Learner:
             if mb.on_policy is not None and bool(mb.on_policy.any()):
                 # the first forward of a step runs before this adapter's update: its log-probs are the old
                 # policy's; later epochs keep them as the ratio's denominator
-                own = logprobs.detach().to("cpu", torch.float32)
-                mb.behaviour_logprobs = torch.where(mb.on_policy[:, None], own, mb.behaviour_logprobs)
-                mb.on_policy = None
+                self._keep_old_logprobs(mb, logprobs)
             parts = grpo_loss(
                 logprobs,
                 mb.behaviour_logprobs.to(logprobs.device),

@@ -196,9 +196,8 @@ class Learner:
                 plans[adapter].append(self._plan(mini))
         metrics = StepMetrics(learner_step=self.learner_step + 1, trained_tokens=n_tokens)
         self.eval_mode()
-        for adapter, minis in plans.items():
-            if len(minis) > 1:
-                self._score_on_policy(adapter, [mb for mini in minis for mb in mini])
+        for adapter, minis in plans.items():  # the first mini-batch's own first forward precedes any update
+            self._score_on_policy(adapter, [mb for mini in minis[1:] for mb in mini])
         for epoch in range(self.cfg.epochs):
             for adapter, minis in plans.items():
                 parts = [self._train_adapter(adapter, micro_batches) for micro_batches in minis]
@@ -350,9 +349,11 @@ class Learner:
         return self._masks
 
     def _score_on_policy(self, adapter: str, micro_batches: list[MicroBatch]) -> None:
-        """The old policy's log-probs of every on-policy row, computed without autograd before the step's
-        first update: with several mini-batches, the later ones are first seen after an update (their own
-        first forward would score them with the new policy). Counted in `forward_s`."""
+        """The old policy's log-probs of the on-policy rows of `micro_batches` (the mini-batches after the
+        first), computed without autograd before the step's first update: they are first seen after an
+        update, and their own first forward would score them with the new policy. Counted in `forward_s`."""
+        if not micro_batches:
+            return
         started = self._now()
         with torch.no_grad():
             for mb in micro_batches:

@@ -99,10 +99,12 @@ def mini_batch_items(items: list[TrainItem], count: int) -> list[list[TrainItem]
     runs = [list(run) for _, run in itertools.groupby(ordered, key=lambda item: item.prompt_ids)]
     target = len(ordered) / min(count, len(runs))
     minis: list[list[TrainItem]] = [[]]
+    done = 0  # items placed so far; a run opens the next mini-batch when its middle passes the next boundary
     for run in runs:
-        if minis[-1] and len(minis) < count and len(minis[-1]) + len(run) / 2 > target:
+        if minis[-1] and len(minis) < count and done + len(run) / 2 > len(minis) * target:
             minis.append([])
         minis[-1].extend(run)
+        done += len(run)
     return minis
 
 

@@ -26,6 +26,8 @@ def test_mini_batches_keep_each_groups_answers_together_and_split_evenly():
     assert [len(m) for m in minis] == [32, 32, 32, 32]
     owners = [{tuple(i.prompt_ids) for i in m} for m in minis]
     assert all(len(o) == 2 for o in owners) and len(set().union(*owners)) == 8  # no group cut in two
+    six = mini_batch_items([item for group in groups[:6] for item in group], 4)
+    assert [len(m) for m in six] == [32, 16, 32, 16]  # every update used, no group cut
     singles = [_item([k], k) for k in range(5)]
     assert sorted(len(m) for m in mini_batch_items(singles, 2)) == [2, 3]
     assert mini_batch_items(singles, 1) == [singles]

@@ -183,6 +183,7 @@ class Learner:
                                  f"expected {self.adapter_names}")
             by_adapter[s.adapter].append(s)
         plans: dict[str, list[list[MicroBatch]]] = {}  # adapter -> mini-batches -> this rank's micro-batches
+        scored: list[str] = []  # adapters with on-policy samples (every rank's, so all ranks agree)
         n_tokens = 0
         for adapter in self.adapter_names:
             on_policy = self.versions[adapter] if self.cfg.old_logprobs == "learner" else None
@@ -190,14 +191,16 @@ class Learner:
             if not items:
                 continue
             n_tokens += sum(len(i.completion_ids) for i in items)
+            if any(i.on_policy for i in items):
+                scored.append(adapter)
             plans[adapter] = []
             for mini in mini_batch_items(items, self.cfg.mini_batches):
                 set_weights(mini, self.cfg.loss_agg, self.max_tokens.get(adapter))  # each normalised alone
                 plans[adapter].append(self._plan(mini))
         metrics = StepMetrics(learner_step=self.learner_step + 1, trained_tokens=n_tokens)
         self.eval_mode()
-        for adapter, minis in plans.items():  # the first mini-batch's own first forward precedes any update
-            self._score_on_policy(adapter, [mb for mini in minis[1:] for mb in mini])
+        for adapter in scored:  # the first mini-batch's own first forward precedes any update
+            self._score_on_policy(adapter, [mb for mini in plans[adapter][1:] for mb in mini])
         for epoch in range(self.cfg.epochs):
             for adapter, minis in plans.items():
                 parts = [self._train_adapter(adapter, micro_batches) for micro_batches in minis]
@@ -351,14 +354,17 @@ class Learner:
     def _score_on_policy(self, adapter: str, micro_batches: list[MicroBatch]) -> None:
         """The old policy's log-probs of the on-policy rows of `micro_batches` (the mini-batches after the
         first), computed without autograd before the step's first update: they are first seen after an
-        update, and their own first forward would score them with the new policy. Counted in `forward_s`."""
+        update, and their own first forward would score them with the new policy. Every micro-batch runs its
+        forward, on-policy rows or not: under ZeRO-3 the ranks' forwards must pair up. Counted in
+        `forward_s`."""
         if not micro_batches:
             return
         started = self._now()
         with torch.no_grad():
             for mb in micro_batches:
+                logprobs = self.trainers[adapter].forward(mb.tokens, mb.temperatures)
                 if mb.on_policy is not None and bool(mb.on_policy.any()):
-                    self._keep_old_logprobs(mb, self.trainers[adapter].forward(mb.tokens, mb.temperatures))
+                    self._keep_old_logprobs(mb, logprobs)
         self._lap("forward_s", started)
 
     @staticmethod

@@ -74,6 +74,14 @@ def prefixed_batch(step: int, adapters: tuple[str, ...], n: int = 7) -> tuple[li
     return samples, adv
 
 
+def mixed_versions(samples: list[Sample], versions: dict[str, int]) -> list[Sample]:
+    """`samples` with every other one from an older adapter version than the learner holds (stale: it keeps
+    the engine's log-probs), the rest on-policy, so some micro-batches hold on-policy rows on one rank only."""
+    from dataclasses import replace
+
+    return [replace(s, adapter_version=versions[s.adapter] - (i % 2)) for i, s in enumerate(samples)]
+
+
 # The resume scenario: which adapters train at each step (curator idles at step 3).
 RESUME_PLAN = {1: ("act", "curator"), 2: ("act", "curator"), 3: ("act",), 4: ("act", "curator")}
 
@@ -100,6 +108,9 @@ def main() -> None:
                         help="prompts behind shared system turns (`prefixed_batch`), LoRA on the top layer")
     parser.add_argument("--old-forward", action="store_true",
                         help="learner.frozen_trunk and learner.share_prefix off (transformers' own forward)")
+    parser.add_argument("--mini-batches", type=int, default=1, help="learner.mini_batches")
+    parser.add_argument("--mixed-versions", action="store_true",
+                        help="every other sample of a step comes from another adapter version (not on-policy)")
     parser.add_argument("--out", required=True,
                         help="safetensors file of the final weights and moments (rank 0)")
     args = parser.parse_args()
@@ -108,13 +119,15 @@ def main() -> None:
     fast = not args.old_forward
     lora = {"top_layers": 1} if args.prefixed else None
     learner = make_learner(args.cache, args.backend, args.stage, lora=lora, frozen_trunk=fast,
-                           share_prefix=fast)
+                           share_prefix=fast, mini_batches=args.mini_batches)
     make_batch = prefixed_batch if args.prefixed else batch
     if args.resume:
         learner.load_checkpoint(args.resume)
     previous = snapshot(learner)
     for step in (int(s) for s in args.steps.split(",")):
         samples, adv = make_batch(step, RESUME_PLAN[step])
+        if args.mixed_versions:
+            samples = mixed_versions(samples, learner.versions)
         learner.train_step(samples, adv)
         current = snapshot(learner)
         for idle in set(learner.adapter_names) - set(RESUME_PLAN[step]):

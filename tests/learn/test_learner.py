@@ -184,6 +184,28 @@ def test_two_deepspeed_ranks_match_one_torch_rank(cache, tmp_path, stage):
         assert torch.equal(tensor, full)
 
 
+@pytest.mark.slow
+def test_two_zero3_ranks_with_mini_batches_match_one_torch_rank(cache, tmp_path):
+    """`learner.mini_batches` on 2 ZeRO-3 ranks: every rank cuts the same mini-batches and runs the same
+    forwards (the no-grad scoring pass included, also where one rank's rows are all stale), so 3 steps of
+    2 updates per epoch match one torch rank."""
+    from safetensors.torch import load_file
+    from scenarios import RESUME_PLAN, mixed_versions
+
+    out = tmp_path / "two-ranks-mini.safetensors"
+    _run_scenario(["--cache", cache, "--backend", "deepspeed", "--stage", "3", "--steps", "1,2,3",
+                   "--mini-batches", "2", "--mixed-versions", "--out", str(out)], ranks=2, timeout=300)
+    learner = make_learner(cache, "torch", mini_batches=2)
+    for step in (1, 2, 3):
+        samples, adv = batch(step, RESUME_PLAN[step])
+        metrics = learner.train_step(mixed_versions(samples, learner.versions), adv)
+        assert metrics.adapters["act"]["updates"] == 4.0
+    two = load_file(str(out))
+    for adapter in learner.adapter_names:
+        for name, expected in learner.adapter_weights(adapter).items():
+            torch.testing.assert_close(two[f"w/{adapter}/{name}"], expected, rtol=1e-4, atol=1e-5)  # stale ratios clip
+
+
 def test_a_run_and_the_standalone_learner_publish_the_same_bytes(cache, tmp_path):
     """`python -m coplay.learn` (Learner.publish) and a run (Learner.export -> the ArtifactStore's ledger)
     write the same files, the same manifest and the same sha256 for the same weights."""

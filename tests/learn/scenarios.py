@@ -75,8 +75,9 @@ def prefixed_batch(step: int, adapters: tuple[str, ...], n: int = 7) -> tuple[li
 
 
 def mixed_versions(samples: list[Sample], versions: dict[str, int]) -> list[Sample]:
-    """`samples` with every other one from an older adapter version than the learner holds (stale: it keeps
-    the engine's log-probs), the rest on-policy, so some micro-batches hold on-policy rows on one rank only."""
+    """`samples` with every other one from an older adapter version than the learner holds (stale: it
+    keeps the engine's log-probs), the rest on-policy, so some micro-batches hold on-policy rows on one rank
+    only."""
     from dataclasses import replace
 
     return [replace(s, adapter_version=versions[s.adapter] - (i % 2)) for i, s in enumerate(samples)]
@@ -110,7 +111,7 @@ def main() -> None:
                         help="learner.frozen_trunk and learner.share_prefix off (transformers' own forward)")
     parser.add_argument("--mini-batches", type=int, default=1, help="learner.mini_batches")
     parser.add_argument("--mixed-versions", action="store_true",
-                        help="every other sample of a step comes from another adapter version (not on-policy)")
+                        help="every other sample of a step is stale (`mixed_versions`)")
     parser.add_argument("--out", required=True,
                         help="safetensors file of the final weights and moments (rank 0)")
     args = parser.parse_args()

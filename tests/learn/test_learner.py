@@ -203,7 +203,8 @@ def test_two_zero3_ranks_with_mini_batches_match_one_torch_rank(cache, tmp_path)
     two = load_file(str(out))
     for adapter in learner.adapter_names:
         for name, expected in learner.adapter_weights(adapter).items():
-            torch.testing.assert_close(two[f"w/{adapter}/{name}"], expected, rtol=1e-4, atol=1e-5)  # stale ratios clip
+            # atol 1e-5: the stale rows' ratios sit at the clip edges, where rounding moves more
+            torch.testing.assert_close(two[f"w/{adapter}/{name}"], expected, rtol=1e-4, atol=1e-5)
 
 
 def test_a_run_and_the_standalone_learner_publish_the_same_bytes(cache, tmp_path):

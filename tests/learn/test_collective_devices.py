@@ -58,4 +58,6 @@ def test_learner_collectives_on_two_ranks_are_on_the_nccl_device(tiny_model_conf
     two = load_file(f"{out}.rank0.safetensors")
     for adapter in learner.adapter_names:
         for name, expected in learner.adapter_weights(adapter).items():
-            torch.testing.assert_close(two[f"w/{adapter}/{name}"], expected, rtol=1e-4, atol=1e-6)
+            # atol 5e-5: summed over two ranks the gradients round differently; on an AVX-512 machine one
+            # element of 256 ended 1.9e-5 apart from one rank's (the step's lr is 5e-3)
+            torch.testing.assert_close(two[f"w/{adapter}/{name}"], expected, rtol=1e-4, atol=5e-5)

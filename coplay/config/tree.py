@@ -241,9 +241,9 @@ class LearnerConfig(Section):
         1, ge=1, description="optimizer steps per epoch on an adapter's samples: the step's batch is cut "
                              "into this many mini-batches (whole same-state groups each), each with its own "
                              "loss normalisation and optimizer step (verl's ppo_mini_batch_size, as a "
-                             "count). Above 1 the learner scores on-policy samples in a no-grad pass before "
-                             "the first update, so every mini-batch's ratio is against the policy that "
-                             "sampled")
+                             "count). Above 1 the learner scores the later mini-batches' on-policy samples "
+                             "in a no-grad pass before the first update, so every mini-batch's ratio is "
+                             "against the policy that sampled")
     eps_low: float = Field(0.2, ge=0.0)
     eps_high: float = Field(0.28, ge=0.0)
     kl_beta: float = Field(0.0, ge=0.0)

@@ -193,10 +193,10 @@ class Learner:
             n_tokens += sum(len(i.completion_ids) for i in items)
             if any(i.on_policy for i in items):
                 scored.append(adapter)
-            plans[adapter] = []
+            plans[adapter], store = [], PrefixStore()  # one store: mini-batches reuse a common prefix's trunk
             for mini in mini_batch_items(items, self.cfg.mini_batches):
                 set_weights(mini, self.cfg.loss_agg, self.max_tokens.get(adapter))  # each normalised alone
-                plans[adapter].append(self._plan(mini))
+                plans[adapter].append(self._plan(mini, store))
         metrics = StepMetrics(learner_step=self.learner_step + 1, trained_tokens=n_tokens)
         self.eval_mode()
         for adapter in scored:  # the first mini-batch's own first forward precedes any update
@@ -314,7 +314,7 @@ class Learner:
 
         return load_checkpoint(self, ckpt_dir)
 
-    def _plan(self, items: list[TrainItem]) -> list[MicroBatch]:
+    def _plan(self, items: list[TrainItem], store: PrefixStore) -> list[MicroBatch]:
         share = self.cfg.share_prefix and not self.cfg.gradient_checkpointing  # see LearnerConfig
         if share:
             items = order_for_sharing(items)
@@ -323,7 +323,7 @@ class Learner:
         masks = self._token_masks(items)
         batches = [to_micro_batch(chunk, self.pad_id, masks) for chunk in chunks]
         if share:
-            share_prefixes(batches, items, self.world_size, PrefixStore())
+            share_prefixes(batches, items, self.world_size, store)
         if self.cfg.kl_beta > 0:
             depth = lowest_adapted_layer(self.policy, None) if self.cfg.frozen_trunk else None
             started = self._now()

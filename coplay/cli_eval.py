@@ -63,8 +63,13 @@ def eval_command(args: argparse.Namespace) -> int:
     try:
         if args.compare:
             from coplay.eval.compare import compare_files
+            from coplay.eval.probe_eval import compare_probe_files, is_probe_file, read_json
 
-            text, _ = compare_files(*args.compare, out=args.json)
+            kinds = [is_probe_file(read_json(p)) for p in args.compare]
+            if any(kinds) and not all(kinds):
+                raise ValueError("--compare: one file is a probe file and the other an evaluation")
+            text = compare_probe_files(*map(Path, args.compare)) if all(kinds) else \
+                compare_files(*args.compare, out=args.json)[0]
             print(text, end="")
             return 0
         return _eval_run(args)
@@ -102,6 +107,13 @@ def _eval_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config or (str(run.config_path) if run else None), overrides)
     console(cfg)
     out = Path(args.out) if args.out else (run.eval if run else None)
+    if args.probe:
+        from coplay.eval.probe_eval import probe_table, run_probe_evaluation
+
+        path = run_probe_evaluation(cfg, policy, out, args.name)
+        print(probe_table(path), end="")
+        print(f"written {path}")
+        return 0
     json_path, md_path = run_evaluation(cfg, policy, args.opponents, out, args.name)
     print(md_path.read_text(), end="")
     print(f"written {json_path} and {md_path}")
@@ -116,6 +128,10 @@ def add_eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
                    help="print two evaluation files side by side: differences and whether the 95%% CIs "
                         "overlap; warns when their episodes, seeds or horizon differ (default: evaluate)")
+    p.add_argument("--probe", action="store_true",
+                   help="decide once at each position of the per-decision probe (probe.positions of the "
+                        "games that have one) instead of playing episodes; writes probe-<player>_....json "
+                        "in a run's probe-file format; --compare pairs two such files by position")
     p.add_argument("--json", default=None, help="with --compare: also write the rows to this JSON file "
                    "(default: none)")
     p.add_argument("--policy", default=None,

@@ -48,7 +48,7 @@ SPECS: dict[str, GameSpec] = {
                             "coplay_envs.candy.env:CandyCrushEnv", "coplay_envs.candy.env:RULES",
                             "coplay_envs.candy.bots:ExpertBot", "coplay_envs.candy.bots:RandomBot",
                             scales="coplay_envs.candy.features:FEATURE_SCALES",
-                            text_options=("show_clears",)),
+                            text_options=("show_clears", "clears_order")),
     "tetris": GameSpec("tetris", "gymnasium", "coplay/Tetris-v0", "coplay_envs.tetris.env:TetrisEnv",
                        "coplay_envs.tetris.env:RULES", "coplay_envs.tetris.bots:ExpertBot",
                        "coplay_envs.tetris.bots:RandomBot",

@@ -81,7 +81,7 @@ def _legal_text(legal_actions: list[str], limit: int | None) -> str:
     return "Legal actions:\n" + "\n".join(shown) + tail
 
 
-_DELIMITED = r"(?<![^\s:,|;]){}(?![^\s,|;.])"  # an item of a list: delimited by spaces or , ; | : .
+_DELIMITED = r"(?<![^\s:,|;]){}(?![^\s,|;.:])"  # an item of a list: delimited by spaces or , ; | : .
 _GROUP_SEPARATORS = ("|", ";", "\n")  # an action holding one of these is listed whole, one per line
 
 

@@ -31,6 +31,7 @@ from coplay.types import Trajectory, decode_shard
 from coplay_envs.registry import text_kwargs
 
 BOTS = ("random", "expert")
+PROBE_KIND = "per-decision probe"  # `meta.protocol.kind` of every probe file
 log = logging.getLogger(__name__)
 
 
@@ -71,7 +72,10 @@ class RunProbe:
         """One single-decision episode per position, started from its recorded state, played by the model at
         `versions` with the evaluation's sampling; sampling seeds depend on the position only (the same
         random numbers at every iteration)."""
-        seat = player_seat(cfg, "model", versions)
+        return self.seat_plans(cfg, player_seat(cfg, "model", versions), label)
+
+    def seat_plans(self, cfg: CoplayConfig, seat: Any, label: str) -> list[EpisodePlan]:
+        """`plans` for any seat player (`coplay eval --probe`: the base model, a checkpoint, a bot)."""
         plans = []
         for game, probe in self.probes.items():
             shown = text_kwargs(game, cfg.game[game].env_kwargs)  # the run's text options (show_clears)
@@ -109,7 +113,7 @@ class RunProbe:
         """What the probe files record of how they were made, as every evaluation file does: per game the
         positions (their count, start seeds and the probe set's sha256) and one decision each (`max_steps`
         1)."""
-        return {"kind": "per-decision probe", "games": list(self.probes), "max_steps": 1,
+        return {"kind": PROBE_KIND, "games": list(self.probes), "max_steps": 1,
                 "positions": {g: len(p.positions) for g, p in self.probes.items()},
                 "seeds": {g: [pos.seed for pos in p.positions] for g, p in self.probes.items()},
                 "probe_sha256": {g: p.sha256 for g, p in self.probes.items()}}

@@ -16,6 +16,8 @@ then its swaps with the row below); any other adjacent swap is still a valid, wa
 `show_clears=True` changes only the text: it lists those swaps by the candies each clears at once (before
 cascades), most first (`coplay_envs.candy.text`), and `info["clears"]` gives the counts in the order of
 `info["legal_actions"]`. Off by default, so the game's own text and the benchmarks stay as they were.
+`clears_order="board"` (with `show_clears`) lists them in reading order instead, each followed by its count:
+the most clearing swap is then not simply the first one listed (a policy must read the counts).
 
 Never imports `coplay`.
 """
@@ -45,7 +47,7 @@ from coplay_envs.candy.rules import (
     swap_actions,
     swapped,
 )
-from coplay_envs.candy.text import render
+from coplay_envs.candy.text import CLEARS_ORDERS, render
 from coplay_envs.core import normalize_action, text_space
 
 RULES = """Candy Crush on an 8x8 board of 4 candy colours (R G B Y), 50 moves, no special candies.
@@ -99,7 +101,7 @@ class CandyCrushEnv(gym.Env[str, str]):
     metadata = {"render_modes": ["ansi"], "render_fps": 2}
 
     def __init__(self, max_moves: int = 50, n_colours: int = 4, render_mode: str | None = None,
-                 show_clears: bool = False) -> None:
+                 show_clears: bool = False, clears_order: str = "count") -> None:
         if max_moves < 1:
             raise ValueError(f"max_moves must be >= 1, got {max_moves}")
         if not 3 <= n_colours <= len(COLOUR_LETTERS):
@@ -110,6 +112,9 @@ class CandyCrushEnv(gym.Env[str, str]):
         self.colours = COLOUR_LETTERS[:n_colours]
         self.render_mode = render_mode
         self.show_clears = bool(show_clears)
+        if clears_order not in CLEARS_ORDERS:
+            raise ValueError(f"clears_order {clears_order!r}; expected one of {CLEARS_ORDERS}")
+        self.clears_order = clears_order
         self.observation_space = text_space(OBSERVATION_MAX_CHARS)
         self.action_space = text_space(64)
         self._stream = CandyStream(0, self.colours)
@@ -172,7 +177,8 @@ class CandyCrushEnv(gym.Env[str, str]):
         over = self._moves >= self.max_moves
         legal = [] if over else swap_actions(hmask, vmask)
         clears = self._clears(legal) if self.show_clears else None
-        obs = render(board, self.colours, self._score, self._moves, self.max_moves, legal, over, clears)
+        obs = render(board, self.colours, self._score, self._moves, self.max_moves, legal, over, clears,
+                     self.clears_order)
         self._obs = obs
         rows = [board[r * COLS:(r + 1) * COLS] for r in range(ROWS)]
         stream = self._stream

@@ -200,10 +200,11 @@ def test_teacher_examples_and_served_prompts_share_the_configs_format(tokenizer,
                                  prompt_format=prompt_format)
 
 
-def test_a_compact_prompt_refers_to_candy_crushs_swaps_listed_by_their_clears() -> None:
-    """With `show_clears` the observation's one swaps line holds every legal swap (grouped by count), so the
-    compact prompt lists them no second time."""
-    env = coplay_envs.make_env("candy_crush", max_moves=6, show_clears=True)
+@pytest.mark.parametrize("order", ["count", "board"])
+def test_a_compact_prompt_refers_to_candy_crushs_swaps_listed_by_their_clears(order: str) -> None:
+    """With `show_clears` the observation's one swaps line holds every legal swap (grouped by count, or in
+    reading order with their counts), so the compact prompt lists them no second time."""
+    env = coplay_envs.make_env("candy_crush", max_moves=6, show_clears=True, clears_order=order)
     obs, info = env.reset(seed=3)
     user = act_messages("candy_crush", "rules", obs, info["legal_actions"], None, [],
                         prompt_format="compact", skill_section=False)[1]["content"]

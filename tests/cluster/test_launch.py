@@ -37,7 +37,8 @@ CURRICULUM_CONFIGS = [CONFIGS / "curriculum-2048-smollm2.yaml"]
 # learning runs (does the policy beat its cold start, issue 36): SmolLM2 on the local machine, float32
 LEARNING_CONFIGS = [CONFIGS / "learning-candy_crush.yaml", CONFIGS / "learning-candy_crush-clears.yaml",
                     CONFIGS / "learning-candy_crush-from-base.yaml",
-                    CONFIGS / "learning-candy_crush-from-base-mini4.yaml"]
+                    CONFIGS / "learning-candy_crush-from-base-mini4.yaml",
+                    CONFIGS / "learning-candy_crush-from-base-board.yaml"]
 
 
 def _load_train_module():

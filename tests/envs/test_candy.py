@@ -316,3 +316,23 @@ def test_show_clears_lists_every_swap_once_by_what_it_clears_and_changes_only_th
             action = info_b["legal_actions"][0]
             obs_a, *_, info_a = plain.step(action)
             obs_b, *_, info_b = shown.step(action)
+
+
+def test_clears_in_board_order_list_each_swap_with_its_count_in_reading_order_and_change_only_the_text():
+    counted = CandyCrushEnv(max_moves=6, show_clears=True)
+    board_order = CandyCrushEnv(max_moves=6, show_clears=True, clears_order="board")
+    for seed in range(5):
+        obs_a, info_a = counted.reset(seed=seed)
+        obs_b, info_b = board_order.reset(seed=seed)
+        for _ in range(3):
+            assert info_a["state"] == info_b["state"] and info_a["clears"] == info_b["clears"]
+            line = next(ln for ln in obs_b.splitlines() if ln.startswith("Swaps that make a line"))
+            items = line.split("each with the candies it clears at once: ", 1)[1].split(", swap ")
+            listed = [(a if a.startswith("swap ") else f"swap {a}").rsplit(": ", 1) for a in items]
+            assert [a for a, _ in listed] == info_b["legal_actions"]  # reading order, each swap once
+            assert [int(c) for _, c in listed] == info_b["clears"]
+            assert parse_board(obs_b) == parse_board(obs_a)
+            obs_a, *_, info_a = counted.step(info_a["legal_actions"][-1])
+            obs_b, *_, info_b = board_order.step(info_b["legal_actions"][-1])
+    with pytest.raises(ValueError, match="clears_order"):
+        CandyCrushEnv(clears_order="sorted")

@@ -1,0 +1,108 @@
+"""`coplay eval --probe`: a player's one decision at each position of the per-decision probe
+(`coplay.eval.probe`), outside a run, and `coplay eval --compare` of two such files paired by position.
+
+Why: a run probes its policy only when `probe.every` says, at the evaluation's temperature of that run. To
+ask afterwards how a checkpoint (or the base model) decides, at another temperature (0: its greedy choice,
+with no sampling noise between two checkpoints), or after the run's last learner step, one plays the same
+positions here, in this process, with the engine serving the player's adapters (`coplay.eval.players`).
+The file has the run's probe-file format (`eval/probe-it<k>.json`: `meta` and per-game `results` with
+the per-position regrets and the bots' figures), so `coplay.driver.probe.regret_change` pairs any two.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from coplay.config import CoplayConfig
+from coplay.driver.probe import PROBE_KIND, RunProbe, flag_collapses, regret_change
+from coplay.eval.players import make_player
+from coplay.eval.policies import Policy, check_step, unused_stem
+from coplay.eval.runner import open_engine, play_plans
+from coplay.eval.stats import gain_verdict
+from coplay.files import write_json_atomic
+from coplay.runs import RunDir
+
+
+def run_probe_evaluation(cfg: CoplayConfig, policy: Policy, out: Path | None = None,
+                         name: str | None = None) -> Path:
+    """Play `policy` once at every probe position of the config's games that have a probe, at
+    `eval.temperature`; write `<name>.json` under `out` (default the run's `eval/`, else
+    `<run.out_dir>/eval`; never overwritten) and return its path."""
+    run = RunDir.open(policy.run_dir) if policy.run_dir is not None else None
+    if run is not None:
+        check_step(run.root, policy.step)
+    probes = RunProbe.load(cfg)
+    if not probes.probes:
+        raise ValueError(f"games {list(cfg.games)}: none has a probe (2048, candy_crush, tetris do)")
+    player = make_player("model" if policy.kind == "run" else policy.kind, cfg, run, policy.step)
+    label = f"run-step{player.detail['learner_step']}" if policy.kind == "run" else policy.kind
+    plans = probes.seat_plans(cfg, player.seat, f"probe-{label}")
+    started = time.perf_counter()
+    engine = open_engine(cfg, player.adapters) if player.needs_engine else None
+    try:
+        played = play_plans(cfg, plans, engine, player.banks, f"probe {policy.spec}")
+    finally:
+        if engine is not None:
+            engine.close()
+    scored = probes.score(played, f"probe-{label}")
+    flag_collapses(scored, player.detail.get("learner_step", 0))
+    meta = {"player": label, "policy": policy.spec, "temperature": cfg.eval.temperature, "max_steps": 1,
+            "protocol": probes.protocol(), "seconds": round(time.perf_counter() - started, 1),
+            "run": str(run.root) if run else None, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            **player.detail}
+    out = out or (run.eval if run else Path(cfg.run.out_dir) / "eval")
+    stem = name or f"probe-{label}_{'-'.join(probes.probes)}-n{cfg.probe.positions}-t{cfg.eval.temperature:g}"
+    path = out / f"{unused_stem(out, stem)}.json"
+    write_json_atomic(path, {"meta": meta, "results": scored})
+    return path
+
+
+def probe_table(path: Path) -> str:
+    """The file's figures per game as a short markdown table: the player beside the bots."""
+    data = json.loads(Path(path).read_text())
+    lines = [f"# Probe: {data['meta']['policy']} at temperature {data['meta']['temperature']:g}", "",
+             "| game | positions | player regret | best share | invalid share | random bot | expert bot |",
+             "|---|---|---|---|---|---|---|"]
+    for game, entry in data["results"].items():
+        m = entry["model"]
+        r = m["regret"]
+        lines.append(f"| {game} | {m['n']} | {m['mean_regret']:.2f} [{r['ci_low']:.2f}, "
+                     f"{r['ci_high']:.2f}] | "
+                     f"{m['best_share']:.2f} | {m['invalid_share']:.2f} | "
+                     f"{entry['random']['mean_regret']:.2f} | {entry['expert']['mean_regret']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def read_json(path: str | Path) -> dict[str, Any]:
+    """A results file as a dict; one line of error for a missing or unreadable one."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not a readable results file ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a results file (a JSON object with meta and results)")
+    return data
+
+
+def is_probe_file(data: dict[str, Any]) -> bool:
+    """A probe file (a run's `probe-it<k>.json` or this module's), not an episode evaluation."""
+    return data.get("meta", {}).get("protocol", {}).get("kind") == PROBE_KIND
+
+
+def compare_probe_files(path_a: Path, path_b: Path) -> str:
+    """B's regret minus A's per game, paired over the positions both files scored (lower is better); a
+    game whose probe sets differ (sha256) is refused, since its positions would not be the same."""
+    a, b = read_json(path_a), read_json(path_b)
+    shas = (a["meta"]["protocol"].get("probe_sha256", {}), b["meta"]["protocol"].get("probe_sha256", {}))
+    lines = [f"probe regret, B - A paired by position (A = {path_a}, B = {path_b}; lower is better)"]
+    for game in sorted(set(a["results"]) & set(b["results"])):
+        if shas[0].get(game) != shas[1].get(game):
+            lines.append(f"  {game}: not compared, the two files probed different position sets")
+            continue
+        d = regret_change(a, b, game)
+        lines.append(f"  {game}: " + ("fewer than 2 shared positions" if d is None else
+                                     gain_verdict(d, higher_is_better=False, what="regret")))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,186 @@
+"""How Candy Crush policies choose among the listed swaps (issue 36): fixed text-reading policies on the
+evaluation protocol, beside the bots, and a run's `act` choices iteration by iteration.
+
+Why: with `show_clears` the observation lists the legal swaps with the candies each clears at once, by
+default sorted by that count, most first. Which swap of that list a policy takes then decides most of its
+score, and a learning run can move the policy toward a choice the base model's greedy answer already made.
+This benchmark says what each simple reading of the list is worth on the evaluation seeds (the first
+listed swap, the most clearing one taken last in reading order, the first in reading order) and how a run's
+sampled choices moved: per iteration, the share of `act` decisions that took a most clearing swap, that took
+the first swap the count-sorted list shows, and that took the first swap in reading order (the first one a
+`clears_order: board` text lists). Everything is recomputed from the board in each observation, so it reads
+either text order and any run's shards.
+
+    python -m benchmarks.candy_choices --policies [--config CONFIG] [--name STEM]
+    python -m benchmarks.candy_choices --run NAME=RUN_DIR [--run ...] [--name STEM]
+
+Deterministic (no model, no timing): pure Python on the game package and msgpack shards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import coplay_envs
+from coplay.eval.stats import summarize
+from coplay_envs.candy.env import parse_swap
+from coplay_envs.candy.rules import clears_at_once, colour_masks, matching_swaps, swap_actions
+from coplay_envs.candy.text import parse_board
+
+Choice = Callable[[list[str], list[int]], str]
+
+
+def _most(legal: list[str], clears: list[int], last: bool) -> str:
+    best = max(clears)
+    tied = [a for a, c in zip(legal, clears, strict=True) if c == best]
+    return tied[-1] if last else tied[0]
+
+
+# name -> (how it reads the list, the choice): legal swaps come in reading order, `clears` beside them
+POLICIES: dict[str, tuple[str, Choice]] = {
+    "first listed (count order)": ("the first swap the count-sorted list shows: the most clearing swap "
+                                   "first in reading order",
+                                   lambda legal, clears: _most(legal, clears, False)),
+    "most clearing, last in reading order": ("of the most clearing swaps the lowest on the board (the last "
+                                             "of the count-sorted list's first group)",
+                                             lambda legal, clears: _most(legal, clears, True)),
+    "first in reading order": ("the first swap a `clears_order: board` list shows, whatever it clears",
+                               lambda legal, clears: legal[0]),
+}
+
+
+def play_policy(choice: Choice, seeds: list[int], moves: int) -> list[float]:
+    """Scores of one fixed choice on the seeds, `moves` moves each (the evaluation's env and reset)."""
+    scores = []
+    for seed in seeds:
+        env = coplay_envs.make_env("candy_crush", max_moves=moves, show_clears=True)
+        _, info = env.reset(seed=seed)
+        for _ in range(moves):
+            _, _, terminated, truncated, info = env.step(choice(info["legal_actions"], info["clears"]))
+            if terminated or truncated:
+                break
+        scores.append(float(info["score"]))
+    return scores
+
+
+def policies_table(config: str) -> dict[str, Any]:
+    """The fixed readings and the ruler's bots (`coplay.eval.ruler.play_bot`: the same seeds, horizon, env
+    options and bot seeding as every evaluation file's) on the config's evaluation protocol."""
+    from coplay.config import load_config
+    from coplay.eval.ruler import play_bot as play_ruler_bot
+
+    cfg = load_config(config, ["games=[candy_crush]"])
+    moves = cfg.eval.max_steps or cfg.rollout.max_steps or cfg.game["candy_crush"].env_kwargs["max_moves"]
+    seeds = [cfg.seeds.eval.start + i for i in range(cfg.eval.episodes)]
+    rows = {name: {"reads": reads, **summarize(play_policy(choice, seeds, moves)).as_dict()}
+            for name, (reads, choice) in POLICIES.items()}
+    for bot in ("random", "heuristic", "expert"):
+        score = play_ruler_bot(cfg, bot, ["candy_crush"])["candy_crush"]["score"]
+        rows[f"{bot} bot"] = {"reads": "the ruler's bot", **score}
+    return {"config": config, "seeds": [seeds[0], seeds[-1]], "moves": moves, "policies": rows}
+
+
+def decision(observation: str, action: str) -> dict[str, bool] | None:
+    """How one chosen swap ranks among the legal swaps of the board shown (None: no board or no swap)."""
+    try:
+        board = parse_board(observation)
+    except ValueError:
+        return None
+    colours = re.search(r"colours ([A-Z](?: [A-Z])*)\.", observation)
+    colours_text = colours.group(1).replace(" ", "") if colours else "RGBY"
+    legal = swap_actions(*matching_swaps(colour_masks(board, colours_text)))
+    if not legal:
+        return None
+    clears = [clears_at_once(board, colours_text, *parse_swap(a)) for a in legal]
+    return {"most_clearing": action in legal and clears[legal.index(action)] == max(clears),
+            "first_listed_count_order": action == _most(legal, clears, False),
+            "first_in_reading_order": action == legal[0]}
+
+
+def run_choices(run_dir: Path) -> list[dict[str, Any]]:
+    """Per iteration of a run, the shares of its `act` decisions (steps that sampled `act`) by rank."""
+    from coplay.types import decode_shard
+
+    out = []
+    by_iteration: dict[int, list[Path]] = {}
+    for path in sorted((run_dir / "shards").glob("it*-w*.msgpack")):
+        by_iteration.setdefault(int(path.name[2:7]), []).append(path)
+    for iteration, paths in sorted(by_iteration.items()):
+        counts = {"decisions": 0, "most_clearing": 0, "first_listed_count_order": 0,
+                  "first_in_reading_order": 0}
+        for path in paths:
+            for traj in decode_shard(path.read_bytes(), str(path)).trajectories:
+                acts = {s.sample_id for s in traj.samples if s.adapter == "act"}
+                for step in traj.steps:
+                    if not acts.intersection(step.sample_ids) or step.parse_error:
+                        continue
+                    ranked = decision(step.observation, step.action)
+                    if ranked is None:
+                        continue
+                    counts["decisions"] += 1
+                    for key, hit in ranked.items():
+                        counts[key] += int(hit)
+        n = max(counts["decisions"], 1)
+        out.append({"iteration": iteration, "decisions": counts["decisions"],
+                    **{f"{k}_share": round(v / n, 4) for k, v in counts.items() if k != "decisions"}})
+    return out
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = ["# Candy Crush choices among the listed swaps", "", f"Command: `{result['command']}`", ""]
+    if "policies" in result:
+        p = result["policies"]
+        lines += [f"Fixed readings of the list on seeds {p['seeds'][0]}-{p['seeds'][1]}, "
+                  f"{p['moves']} moves:", "",
+                  "| policy | mean score (95% t) | what it plays |", "|---|---|---|"]
+        for name, row in p["policies"].items():
+            lines.append(f"| {name} | {row['mean']:.1f} [{row['ci_low']:.1f}, {row['ci_high']:.1f}] | "
+                         f"{row['reads']} |")
+        lines.append("")
+    for name, rows in result.get("runs", {}).items():
+        lines += [f"Run {name}: shares of the act decisions sampled in each iteration", "",
+                  "| iteration | decisions | most clearing | first listed (count order) "
+                  "| first in reading order |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {r['iteration']} | {r['decisions']} | {r['most_clearing_share']:.2f} | "
+                  f"{r['first_listed_count_order_share']:.2f} | {r['first_in_reading_order_share']:.2f} |"
+                  for r in rows]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--policies", action="store_true", help="score the fixed readings and the bots")
+    parser.add_argument("--config", default="launch/configs/learning-candy_crush-from-base.yaml",
+                        help="whose evaluation protocol (seeds.eval, eval.episodes, the horizon)")
+    parser.add_argument("--run", action="append", default=[], metavar="NAME=RUN_DIR")
+    parser.add_argument("--name", default=None, help="write STEM.json and STEM.md under --out")
+    parser.add_argument("--out", default="benchmarks/results")
+    args = parser.parse_args(argv)
+    if not args.policies and not args.run:
+        parser.error("give --policies, --run NAME=RUN_DIR, or both")
+    result: dict[str, Any] = {"command": "python -m benchmarks.candy_choices " + " ".join(
+        sys.argv[1:] if argv is None else argv)}
+    if args.policies:
+        result["policies"] = policies_table(args.config)
+    if args.run:
+        result["runs"] = {name: run_choices(Path(path))
+                          for name, _, path in (spec.partition("=") for spec in args.run)}
+    text = markdown(result)
+    if args.name:
+        out = Path(args.out)
+        (out / f"{args.name}.json").write_text(json.dumps(result, indent=1) + "\n")
+        (out / f"{args.name}.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,53 @@
+"""`benchmarks.candy_choices` ranks a chosen swap among the legal swaps of the board an observation shows,
+in either text order, and counts a run's act decisions per iteration from its shards."""
+
+from __future__ import annotations
+
+import coplay_envs
+from benchmarks.candy_choices import POLICIES, decision, run_choices
+from coplay.types import Sample, Shard, Step, Trajectory, encode_shard
+
+
+def _position(order: str, seed: int = 4):
+    env = coplay_envs.make_env("candy_crush", max_moves=6, show_clears=True, clears_order=order)
+    return env.reset(seed=seed)
+
+
+def test_a_choice_is_ranked_from_the_board_in_both_text_orders():
+    for seed in range(6):
+        (by_count, info), (by_board, _) = _position("count", seed), _position("board", seed)
+        legal, clears = info["legal_actions"], info["clears"]
+        best = POLICIES["first listed (count order)"][1](legal, clears)
+        # the count-sorted text shows it first; the board-order text shows the first legal swap first
+        assert by_count.split("by candies cleared at once: ", 1)[1].split(": ", 1)[1].startswith(best)
+        assert by_board.split("clears at once: ", 1)[1].startswith(legal[0])
+        for obs in (by_count, by_board):
+            assert decision(obs, best) == {"most_clearing": True, "first_listed_count_order": True,
+                                           "first_in_reading_order": best == legal[0]}
+            worst = min(zip(clears, legal, strict=True))[1]
+            assert decision(obs, worst)["most_clearing"] is (min(clears) == max(clears))
+    assert decision("no board here", "swap (0,0) (0,1)") is None
+
+
+def test_a_runs_act_decisions_are_counted_per_iteration(tmp_path):
+    (tmp_path / "shards").mkdir()
+    obs, info = _position("count")
+    legal, clears = info["legal_actions"], info["clears"]
+    best = POLICIES["first listed (count order)"][1](legal, clears)
+    other = next(a for a, c in zip(legal, clears, strict=True) if c < max(clears))
+    for iteration, actions in ((1, [other, other, best, other]), (2, [best, best, best, other])):
+        trajectories = []
+        for i, action in enumerate(actions):
+            sample = Sample("act", 0, [1], [2], [-0.5], f"g{i}", sample_id=f"s{i}")
+            step = Step(t=0, observation=obs, action=action, reward=0.0, score=0.0, sample_ids=[f"s{i}"])
+            trajectories.append(Trajectory(f"it{iteration}-e{i}", "candy_crush", "player_0", "player", 4,
+                                           steps=[step], samples=[sample]))
+        # a step without an act sample (a continuation's or a bot's move) is not a decision of the policy
+        bot_step = Step(t=0, observation=obs, action=best, reward=0.0, score=0.0)
+        trajectories.append(Trajectory("bot", "candy_crush", "player_0", "player", 4, steps=[bot_step]))
+        shard = Shard(f"it{iteration:05d}-w000-0000", iteration, 0, trajectories)
+        (tmp_path / "shards" / f"it{iteration:05d}-w000-0000.msgpack").write_bytes(encode_shard(shard))
+    rows = run_choices(tmp_path)
+    assert [(r["iteration"], r["decisions"], r["most_clearing_share"]) for r in rows] == [(1, 4, 0.25),
+                                                                                         (2, 4, 0.75)]
+    assert rows[1]["first_listed_count_order_share"] == 0.75

@@ -47,16 +47,19 @@ def compare_spread(model: dict[str, int], expert: dict[str, int], n: int) -> dic
             "total_variation": tv / n if n else 0.0, "collapsed": collapsed}
 
 
-def collapse_warning(game: str, iteration: int, spread: dict[str, Any]) -> str | None:
+def collapse_warning(game: str, iteration: int, spread: dict[str, Any], who: str | None = None,
+                     file: str | None = None) -> str | None:
     """The warning line for a collapsed policy (None otherwise), naming the action, both shares and where
-    to look."""
+    to look: in a run the iteration's probe file; `who` and `file` name another policy and file
+    (`coplay eval --probe`)."""
     if not spread.get("collapsed"):
         return None
-    when = "the cold start" if iteration == 0 else f"iteration {iteration}"
-    return (f"probe: after {when} the policy chose {spread['model_top']!r} on "
+    when = who or ("after the cold start" if iteration == 0 else f"after iteration {iteration}")
+    file = file or f"eval/probe-it{iteration:05d}.json"
+    return (f"probe: {when} the policy chose {spread['model_top']!r} on "
             f"{spread['model_top_share']:.0%} of the {game} probe positions, the expert bot on "
             f"{spread['expert_share_of_model_top']:.0%} of them: one action dominates where the expert's "
-            f"choices spread (eval/probe-it{iteration:05d}.json, sft.act_balance)")
+            f"choices spread ({file}, sft.act_balance)")
 
 
 def brief_spread(spread: dict[str, Any]) -> dict[str, Any]:

@@ -12,18 +12,22 @@ the per-position regrets and the bots' figures), so `coplay.driver.probe.regret_
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
 
 from coplay.config import CoplayConfig
-from coplay.driver.probe import PROBE_KIND, RunProbe, flag_collapses, regret_change
+from coplay.driver.probe import PROBE_KIND, RunProbe, regret_change
+from coplay.eval.action_spread import collapse_warning
 from coplay.eval.players import make_player
 from coplay.eval.policies import Policy, check_step, unused_stem
 from coplay.eval.runner import open_engine, play_plans
 from coplay.eval.stats import gain_verdict
 from coplay.files import write_json_atomic
 from coplay.runs import RunDir
+
+log = logging.getLogger(__name__)
 
 
 def run_probe_evaluation(cfg: CoplayConfig, policy: Policy, out: Path | None = None,
@@ -48,14 +52,18 @@ def run_probe_evaluation(cfg: CoplayConfig, policy: Policy, out: Path | None = N
         if engine is not None:
             engine.close()
     scored = probes.score(played, f"probe-{label}")
-    flag_collapses(scored, player.detail.get("learner_step", 0))
+    out = out or (run.eval if run else Path(cfg.run.out_dir) / "eval")
+    stem = name or f"probe-{label}_{'-'.join(probes.probes)}-n{cfg.probe.positions}-t{cfg.eval.temperature:g}"
+    path = out / f"{unused_stem(out, stem)}.json"
+    for game, entry in scored.items():  # as a run's probe warns (coplay.driver.probe.flag_collapses)
+        spread = entry["action_spread"]
+        spread["warning"] = collapse_warning(game, 0, spread, who=policy.spec, file=str(path))
+        if spread["warning"]:
+            log.warning("coplay: %s", spread["warning"])
     meta = {"player": label, "policy": policy.spec, "temperature": cfg.eval.temperature, "max_steps": 1,
             "protocol": probes.protocol(), "seconds": round(time.perf_counter() - started, 1),
             "run": str(run.root) if run else None, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             **player.detail}
-    out = out or (run.eval if run else Path(cfg.run.out_dir) / "eval")
-    stem = name or f"probe-{label}_{'-'.join(probes.probes)}-n{cfg.probe.positions}-t{cfg.eval.temperature:g}"
-    path = out / f"{unused_stem(out, stem)}.json"
     write_json_atomic(path, {"meta": meta, "results": scored})
     return path
 

@@ -38,7 +38,8 @@ def _matches(path: Path, want: dict[str, Any]) -> bool:
     if not path.is_file():
         return False
     meta = json.loads(path.read_text()).get("meta", {})
-    same_run = meta.get("run") is not None and Path(meta["run"]).resolve() == Path(want["run"]).resolve()
+    same_run = "run" not in want or (meta.get("run") is not None
+                                     and Path(meta["run"]).resolve() == Path(want["run"]).resolve())
     return same_run and all(meta.get(k) == v for k, v in want.items() if k != "run")
 
 
@@ -147,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
                                                    for n, d in runs.items() for k in steps]
     evaluations, probes, seconds, reused = {}, {}, 0.0, 0
     for label, run_dir, policy, step in policies:
-        want = {"player": "base" if step is None else f"run-step{step}", "run": str(run_dir)}
+        # the base model's files record no run (it has no adapters to come from one)
+        want = {"player": "base"} if step is None else {"player": f"run-step{step}", "run": str(run_dir)}
         for probe, into in ((False, evaluations), (True, probes)):
             stem = f"{'probe-' if probe else ''}{label}"
             data, took = measure(run_dir, policy, step, overrides, folder, stem, probe, want)

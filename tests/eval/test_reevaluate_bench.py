@@ -20,7 +20,8 @@ def _write(out, stem: str, bot: str, run_dir, player: str, probe: bool, cache) -
     assert main(args) == 0
     path = out / f"{stem}.json"
     data = json.loads(path.read_text())
-    data["meta"].update(player=player, run=str(run_dir))  # as a base model's or a checkpoint's file reads
+    # as a base model's file reads (no run) or a checkpoint's
+    data["meta"].update(player=player, run=None if player == "base" else str(run_dir))
     path.write_text(json.dumps(data))
 
 
@@ -60,11 +61,12 @@ def test_files_on_disk_make_the_paired_table_without_measuring(measured, monkeyp
     assert "| a-step1 |" in text and "| expert bot |" in text and "Protocol check:" in text
 
 
-def test_a_file_of_another_policy_is_refused_not_reused(measured, monkeypatch):
+@pytest.mark.parametrize("change", [{"player": "run-step2"}, {"run": "/elsewhere/other-run"}])
+def test_a_file_of_another_policy_is_refused_not_reused(measured, monkeypatch, change):
     run_dir, tmp_path = measured
     path = tmp_path / "cmp" / "a-step1.json"
     data = json.loads(path.read_text())
-    data["meta"]["player"] = "run-step2"
+    data["meta"].update(change)
     path.write_text(json.dumps(data))
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("must not measure over a file"))
     with pytest.raises(SystemExit, match="another protocol or policy"):

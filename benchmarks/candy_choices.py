@@ -86,8 +86,9 @@ def policies_table(config: str) -> dict[str, Any]:
     return {"config": config, "seeds": [seeds[0], seeds[-1]], "moves": moves, "policies": rows}
 
 
-def decision(observation: str, action: str) -> dict[str, bool] | None:
-    """How one chosen swap ranks among the legal swaps of the board shown (None: no board or no swap)."""
+def decision(observation: str, action: str) -> dict[str, Any] | None:
+    """How one chosen swap ranks among the legal swaps of the board shown (None: no board or no swap), and
+    where it stands in reading order (`position`: 0 the first legal swap, 1 the last; None if not legal)."""
     try:
         board = parse_board(observation)
     except ValueError:
@@ -100,7 +101,8 @@ def decision(observation: str, action: str) -> dict[str, bool] | None:
     clears = [clears_at_once(board, colours_text, *parse_swap(a)) for a in legal]
     return {"most_clearing": action in legal and clears[legal.index(action)] == max(clears),
             "first_listed_count_order": action == _most(legal, clears, False),
-            "first_in_reading_order": action == legal[0]}
+            "first_in_reading_order": action == legal[0],
+            "position": legal.index(action) / max(len(legal) - 1, 1) if action in legal else None}
 
 
 def run_choices(run_dir: Path) -> list[dict[str, Any]]:
@@ -114,6 +116,7 @@ def run_choices(run_dir: Path) -> list[dict[str, Any]]:
     for iteration, paths in sorted(by_iteration.items()):
         counts = {"decisions": 0, "most_clearing": 0, "first_listed_count_order": 0,
                   "first_in_reading_order": 0}
+        positions: list[float] = []
         for path in paths:
             for traj in decode_shard(path.read_bytes(), str(path)).trajectories:
                 acts = {s.sample_id for s in traj.samples if s.adapter == "act"}
@@ -124,11 +127,16 @@ def run_choices(run_dir: Path) -> list[dict[str, Any]]:
                     if ranked is None:
                         continue
                     counts["decisions"] += 1
+                    position = ranked.pop("position")
+                    if position is not None:
+                        positions.append(position)
                     for key, hit in ranked.items():
                         counts[key] += int(hit)
         n = max(counts["decisions"], 1)
+        mean_position = round(sum(positions) / len(positions), 4) if positions else None
         out.append({"iteration": iteration, "decisions": counts["decisions"],
-                    **{f"{k}_share": round(v / n, 4) for k, v in counts.items() if k != "decisions"}})
+                    **{f"{k}_share": round(v / n, 4) for k, v in counts.items() if k != "decisions"},
+                    "reading_position_mean": mean_position})
     return out
 
 
@@ -146,10 +154,11 @@ def markdown(result: dict[str, Any]) -> str:
     for name, rows in result.get("runs", {}).items():
         lines += [f"Run {name}: shares of the act decisions sampled in each iteration", "",
                   "| iteration | decisions | most clearing | first listed (count order) "
-                  "| first in reading order |",
-                  "|---|---|---|---|---|"]
+                  "| first in reading order | mean place in reading order (0 first, 1 last) |",
+                  "|---|---|---|---|---|---|"]
         lines += [f"| {r['iteration']} | {r['decisions']} | {r['most_clearing_share']:.2f} | "
-                  f"{r['first_listed_count_order_share']:.2f} | {r['first_in_reading_order_share']:.2f} |"
+                  f"{r['first_listed_count_order_share']:.2f} | {r['first_in_reading_order_share']:.2f} | "
+                  f"{r['reading_position_mean']:.2f} |"
                   for r in rows]
         lines.append("")
     return "\n".join(lines)

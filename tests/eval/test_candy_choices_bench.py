@@ -23,7 +23,9 @@ def test_a_choice_is_ranked_from_the_board_in_both_text_orders():
         assert by_board.split("clears at once: ", 1)[1].startswith(legal[0])
         for obs in (by_count, by_board):
             assert decision(obs, best) == {"most_clearing": True, "first_listed_count_order": True,
-                                           "first_in_reading_order": best == legal[0]}
+                                           "first_in_reading_order": best == legal[0],
+                                           "position": legal.index(best) / (len(legal) - 1)}
+            assert decision(obs, legal[-1])["position"] == 1.0 and decision(obs, legal[0])["position"] == 0.0
             worst = min(zip(clears, legal, strict=True))[1]
             assert decision(obs, worst)["most_clearing"] is (min(clears) == max(clears))
     assert decision("no board here", "swap (0,0) (0,1)") is None
@@ -51,3 +53,5 @@ def test_a_runs_act_decisions_are_counted_per_iteration(tmp_path):
     assert [(r["iteration"], r["decisions"], r["most_clearing_share"]) for r in rows] == [(1, 4, 0.25),
                                                                                          (2, 4, 0.75)]
     assert rows[1]["first_listed_count_order_share"] == 0.75
+    place_best, place_other = (legal.index(a) / (len(legal) - 1) for a in (best, other))
+    assert rows[1]["reading_position_mean"] == round((3 * place_best + place_other) / 4, 4)

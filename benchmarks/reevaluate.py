@@ -70,22 +70,28 @@ def _paired(a: dict[Any, float], b: dict[Any, float], higher_is_better: bool, wh
             "bootstrap95": [d.boot_low, d.boot_high], "verdict": gain_verdict(d, higher_is_better, what)}
 
 
-def policy_row(evaluation: dict[str, Any], probe: dict[str, Any], base: dict[str, Any] | None,
+def policy_row(evaluation: dict[str, Any], probe: dict[str, Any] | None, base: dict[str, Any] | None,
                base_probe: dict[str, Any] | None, game: str) -> dict[str, Any]:
-    """One policy on one game: its mean score and probe regret, and each minus the base model's, paired
-    over the evaluation seeds and over the probe positions."""
+    """One policy on one game: its mean score and probe regret (without `--no-probe`), and each minus the
+    base model's, paired over the evaluation seeds and over the probe positions."""
     score = evaluation["results"][game]["score"]
-    model = probe["results"][game]["model"]
     row: dict[str, Any] = {
         "score": {"mean": score["mean"], "ci95": [score["ci_low"], score["ci_high"]], "n": score["n"]},
-        "probe": {"mean_regret": model["mean_regret"], "ci95": [model["regret"]["ci_low"],
-                                                                 model["regret"]["ci_high"]],
-                  "best_share": model["best_share"], "invalid_share": model["invalid_share"]},
         "versions": evaluation["meta"].get("versions"),
         "learner_step": evaluation["meta"].get("learner_step")}
-    if base is not None and base_probe is not None:
+    if base is not None:
         row["score_minus_base"] = _paired(base["results"][game]["per_seed"],
                                           evaluation["results"][game]["per_seed"], True, "the score")
+        shared = [s for s in base["results"][game]["per_seed"]
+                  if evaluation["results"][game]["per_seed"].get(s) == base["results"][game]["per_seed"][s]]
+        row["games_equal_to_base"] = len(shared)
+    if probe is None:
+        return row
+    model = probe["results"][game]["model"]
+    row["probe"] = {"mean_regret": model["mean_regret"], "ci95": [model["regret"]["ci_low"],
+                                                                 model["regret"]["ci_high"]],
+                    "best_share": model["best_share"], "invalid_share": model["invalid_share"]}
+    if base_probe is not None:
         row["probe_minus_base"] = _paired(dict(enumerate(base_probe["results"][game]["model"]["regrets"])),
                                           dict(enumerate(model["regrets"])), False, "regret")
     return row
@@ -104,19 +110,21 @@ def _change(d: dict[str, Any] | None) -> str:
 def markdown(result: dict[str, Any]) -> str:
     lines = [f"# Checkpoints re-evaluated: {result['name']}", "", f"Command: `{result['command']}`", ""]
     for game, entry in result["games"].items():
-        check, bots = entry["protocol_check"], entry["probe_bots"]
+        check, bots = entry["protocol_check"], entry.get("probe_bots", {})
         lines += [f"## {game}", "", entry["protocol"], "",
-                  "| policy | score (95% t) | minus base, paired | probe regret | minus base, paired "
-                  "| invalid share |",
-                  "|---|---|---|---|---|---|"]
+                  "| policy | score (95% t) | minus base, paired | games as the base model's | probe regret "
+                  "| minus base, paired | invalid share |",
+                  "|---|---|---|---|---|---|---|"]
         for label, row in entry["policies"].items():
+            probe = row.get("probe")
+            regret = (f"{probe['mean_regret']:.2f} | {_change(row.get('probe_minus_base'))} | "
+                      f"{probe['invalid_share']:.2f}") if probe else "- | - | -"
             lines.append(f"| {label} | {_interval(row['score'])} | {_change(row.get('score_minus_base'))} | "
-                         f"{row['probe']['mean_regret']:.2f} | {_change(row.get('probe_minus_base'))} | "
-                         f"{row['probe']['invalid_share']:.2f} |")
+                         f"{row.get('games_equal_to_base', '')} | {regret} |")
         for bot in ("random", "heuristic", "expert"):
             if bot in check:
                 regret = f"{bots[bot]['mean_regret']:.2f}" if bot in bots else ""
-                lines.append(f"| {bot} bot | {_interval(check[bot])} | | {regret} | | |")
+                lines.append(f"| {bot} bot | {_interval(check[bot])} | | | {regret} | | |")
         lines += ["", f"Protocol check: {'passed' if check.get('passed') else 'FAILED: not a result'} "
                       f"({check.get('reason', '')})", ""]
         for label, row in entry["policies"].items():
@@ -135,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", required=True, help="comma-separated learner steps of each run")
     parser.add_argument("--name", required=True)
     parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--no-probe", action="store_true", help="the episode evaluations only")
     parser.add_argument("overrides", nargs="*",
                         help=f"dotted overrides (default {' '.join(DEFAULT_OVERRIDES)})")
     args = parser.parse_args(argv)
@@ -150,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, run_dir, policy, step in policies:
         # the base model's files record no run (it has no adapters to come from one)
         want = {"player": "base"} if step is None else {"player": f"run-step{step}", "run": str(run_dir)}
-        for probe, into in ((False, evaluations), (True, probes)):
+        for probe, into in ((False, evaluations), (True, probes))[:1 if args.no_probe else 2]:
             stem = f"{'probe-' if probe else ''}{label}"
             data, took = measure(run_dir, policy, step, overrides, folder, stem, probe, want)
             into[label] = data
@@ -165,23 +174,27 @@ def main(argv: list[str] | None = None) -> int:
                  + str(e["meta"]["temperature"]) for e in evaluations.values()}
     probe_sets = {json.dumps(p["meta"]["protocol"]["probe_sha256"], sort_keys=True)
                   + str(p["meta"]["temperature"]) for p in probes.values()}
-    if len(protocols) != 1 or len(probe_sets) != 1:
+    if len(protocols) != 1 or len(probe_sets) > 1:
         raise SystemExit("the evaluations (or probes) differ in protocol (seeds, horizon, env options, probe "
                          "set or temperature): their runs' configs disagree, or a file was kept from other "
                          "overrides; compare runs of one protocol")
+    base_probe = probes.get("base")
     for game in base_eval["results"]:
         meta = base_eval["meta"]
+        positions = (f"probe of {base_probe['results'][game]['model']['n']} positions" if base_probe
+                     else "no probe (--no-probe)")
         result["games"][game] = {
             "protocol": (f"{meta['episodes_single']} seeds from {meta['seeds_eval_start']}, horizon "
-                         f"{meta['max_steps']} moves, temperature {meta['temperature']:g}; probe of "
-                         f"{probes['base']['results'][game]['model']['n']} positions"),
+                         f"{meta['max_steps']} moves, temperature {meta['temperature']:g}; {positions}"),
             "protocol_check": meta["protocol_check"]["games"][game],
-            "probe_bots": {bot: {"mean_regret": probes["base"]["results"][game][bot]["mean_regret"]}
-                           for bot in ("random", "expert")},
-            "policies": {label: policy_row(evaluations[label], probes[label],
+            "policies": {label: policy_row(evaluations[label], probes.get(label),
                                            None if label == "base" else base_eval,
-                                           None if label == "base" else probes["base"], game)
+                                           None if label == "base" else base_probe, game)
                          for label, *_ in policies}}
+        if base_probe:
+            result["games"][game]["probe_bots"] = {
+                bot: {"mean_regret": base_probe["results"][game][bot]["mean_regret"]}
+                for bot in ("random", "expert")}
     out = Path(args.out)
     (out / f"{args.name}.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     text = markdown(result)

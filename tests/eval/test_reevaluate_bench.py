@@ -71,3 +71,14 @@ def test_a_file_of_another_policy_is_refused_not_reused(measured, monkeypatch, c
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("must not measure over a file"))
     with pytest.raises(SystemExit, match="another protocol or policy"):
         reevaluate.main(["--run", f"a={run_dir}", "--steps", "1", "--name", "cmp", "--out", str(tmp_path)])
+
+
+def test_no_probe_tabulates_the_episode_evaluations_alone(measured, monkeypatch):
+    run_dir, tmp_path = measured
+    for stem in ("probe-base", "probe-a-step1"):
+        (tmp_path / "cmp" / f"{stem}.json").unlink()
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("a matching file must be read"))
+    assert reevaluate.main(["--run", f"a={run_dir}", "--steps", "1", "--name", "cmp", "--out", str(tmp_path),
+                            "--no-probe"]) == 0
+    row = json.loads((tmp_path / "cmp.json").read_text())["games"]["2048"]["policies"]["a-step1"]
+    assert "probe" not in row and row["score_minus_base"]["n"] == 4 and "games_equal_to_base" in row

@@ -55,11 +55,12 @@ POLICIES: dict[str, tuple[str, Choice]] = {
 }
 
 
-def play_policy(choice: Choice, seeds: list[int], moves: int) -> list[float]:
-    """Scores of one fixed choice on the seeds, `moves` moves each (the evaluation's env and reset)."""
+def play_policy(choice: Choice, seeds: list[int], moves: int, env_kwargs: dict[str, Any]) -> list[float]:
+    """Scores of one fixed choice on the seeds, `moves` moves each, in the evaluation's env (its
+    `env_kwargs`; the counts are always computed, the text options only change what is shown)."""
     scores = []
     for seed in seeds:
-        env = coplay_envs.make_env("candy_crush", max_moves=moves, show_clears=True)
+        env = coplay_envs.make_env("candy_crush", **{**env_kwargs, "show_clears": True})
         _, info = env.reset(seed=seed)
         for _ in range(moves):
             _, _, terminated, truncated, info = env.step(choice(info["legal_actions"], info["clears"]))
@@ -78,7 +79,8 @@ def policies_table(config: str) -> dict[str, Any]:
     cfg = load_config(config, ["games=[candy_crush]"])
     moves = cfg.eval.max_steps or cfg.rollout.max_steps or cfg.game["candy_crush"].env_kwargs["max_moves"]
     seeds = [cfg.seeds.eval.start + i for i in range(cfg.eval.episodes)]
-    rows = {name: {"reads": reads, **summarize(play_policy(choice, seeds, moves)).as_dict()}
+    env_kwargs = dict(cfg.game["candy_crush"].env_kwargs)
+    rows = {name: {"reads": reads, **summarize(play_policy(choice, seeds, moves, env_kwargs)).as_dict()}
             for name, (reads, choice) in POLICIES.items()}
     for bot in ("random", "heuristic", "expert"):
         score = play_ruler_bot(cfg, bot, ["candy_crush"])["candy_crush"]["score"]
@@ -110,15 +112,16 @@ def run_choices(run_dir: Path) -> list[dict[str, Any]]:
     from coplay.types import decode_shard
 
     out = []
-    by_iteration: dict[int, list[Path]] = {}
+    by_iteration: dict[int, list[Any]] = {}
     for path in sorted((run_dir / "shards").glob("it*-w*.msgpack")):
-        by_iteration.setdefault(int(path.name[2:7]), []).append(path)
-    for iteration, paths in sorted(by_iteration.items()):
+        shard = decode_shard(path.read_bytes(), str(path))
+        by_iteration.setdefault(shard.iteration, []).append(shard)
+    for iteration, shards in sorted(by_iteration.items()):
         counts = {"decisions": 0, "most_clearing": 0, "first_listed_count_order": 0,
                   "first_in_reading_order": 0}
         positions: list[float] = []
-        for path in paths:
-            for traj in decode_shard(path.read_bytes(), str(path)).trajectories:
+        for shard in shards:
+            for traj in shard.trajectories:
                 acts = {s.sample_id for s in traj.samples if s.adapter == "act"}
                 for step in traj.steps:
                     if not acts.intersection(step.sample_ids) or step.parse_error:

@@ -62,10 +62,10 @@ def eval_command(args: argparse.Namespace) -> int:
 
     try:
         if args.compare:
-            from coplay.eval.compare import compare_files
-            from coplay.eval.probe_eval import compare_probe_files, is_probe_file, read_json
+            from coplay.eval.compare import compare_files, load_results
+            from coplay.eval.probe_eval import compare_probe_files, is_probe_file
 
-            kinds = [is_probe_file(read_json(p)) for p in args.compare]
+            kinds = [is_probe_file(load_results(p)) for p in args.compare]
             if any(kinds) and not all(kinds):
                 raise ValueError("--compare: one file is a probe file and the other an evaluation")
             text = compare_probe_files(*map(Path, args.compare)) if all(kinds) else \

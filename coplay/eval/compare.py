@@ -148,7 +148,9 @@ def compare_results(a: dict[str, Any], b: dict[str, Any]) -> list[Comparison]:
     return rows
 
 
-def _load(path: Path) -> dict[str, Any]:
+def load_results(path: str | Path) -> dict[str, Any]:
+    """An evaluation or probe file (`{"meta": ..., "results": {game: ...}}`); one line of error otherwise."""
+    path = Path(path)
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
@@ -271,7 +273,7 @@ def protocol_lines(meta_a: dict[str, Any], meta_b: dict[str, Any], games: list[s
 def compare_files(path_a: str | Path, path_b: str | Path,
                   out: str | Path | None = None) -> tuple[str, list[Comparison]]:
     """Load two evaluation files, compare them, optionally write the rows as JSON to `out`."""
-    a, b = _load(Path(path_a)), _load(Path(path_b))
+    a, b = load_results(path_a), load_results(path_b)
     rows = compare_results(a["results"], b["results"])
     if not rows:
         raise ValueError(f"{path_a} and {path_b} share no game: {sorted(a['results'])} "

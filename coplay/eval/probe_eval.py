@@ -11,7 +11,6 @@ the per-position regrets and the bots' figures), so `coplay.driver.probe.regret_
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 from coplay.config import CoplayConfig
 from coplay.driver.probe import PROBE_KIND, RunProbe, regret_change
 from coplay.eval.action_spread import collapse_warning
+from coplay.eval.compare import load_results
 from coplay.eval.players import make_player
 from coplay.eval.policies import Policy, check_step, unused_stem
 from coplay.eval.runner import open_engine, play_plans
@@ -70,7 +70,7 @@ def run_probe_evaluation(cfg: CoplayConfig, policy: Policy, out: Path | None = N
 
 def probe_table(path: Path) -> str:
     """The file's figures per game as a short markdown table: the player beside the bots."""
-    data = json.loads(Path(path).read_text())
+    data = load_results(path)
     lines = [f"# Probe: {data['meta']['policy']} at temperature {data['meta']['temperature']:g}", "",
              "| game | positions | player regret | best share | invalid share | random bot | expert bot |",
              "|---|---|---|---|---|---|---|"]
@@ -84,17 +84,6 @@ def probe_table(path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def read_json(path: str | Path) -> dict[str, Any]:
-    """A results file as a dict; one line of error for a missing or unreadable one."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: not a readable results file ({exc})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: not a results file (a JSON object with meta and results)")
-    return data
-
-
 def is_probe_file(data: dict[str, Any]) -> bool:
     """A probe file (a run's `probe-it<k>.json` or this module's), not an episode evaluation."""
     return data.get("meta", {}).get("protocol", {}).get("kind") == PROBE_KIND
@@ -103,7 +92,7 @@ def is_probe_file(data: dict[str, Any]) -> bool:
 def compare_probe_files(path_a: Path, path_b: Path) -> str:
     """B's regret minus A's per game, paired over the positions both files scored (lower is better); a
     game whose probe sets differ (sha256) is refused, since its positions would not be the same."""
-    a, b = read_json(path_a), read_json(path_b)
+    a, b = load_results(path_a), load_results(path_b)
     shas = (a["meta"]["protocol"].get("probe_sha256", {}), b["meta"]["protocol"].get("probe_sha256", {}))
     lines = [f"probe regret, B - A paired by position (A = {path_a}, B = {path_b}; lower is better)"]
     for game in sorted(set(a["results"]) & set(b["results"])):

@@ -39,6 +39,9 @@ LEARNING_CONFIGS = [CONFIGS / "learning-candy_crush.yaml", CONFIGS / "learning-c
                     CONFIGS / "learning-candy_crush-from-base.yaml",
                     CONFIGS / "learning-candy_crush-from-base-mini4.yaml",
                     CONFIGS / "learning-candy_crush-from-base-board.yaml"]
+# the episode-grouping arm beside a state-grouping learning config (which grouping learns faster, issue 36)
+GROUPING_ARMS = {CONFIGS / "learning-candy_crush-from-base-board-episode.yaml":
+                 CONFIGS / "learning-candy_crush-from-base-board.yaml"}
 
 
 def _load_train_module():
@@ -52,8 +55,9 @@ train_py = _load_train_module()
 
 
 def test_every_game_has_a_real_and_a_tiny_config_and_nothing_else_is_there():
-    assert sorted(CONFIGS.glob("*.yaml")) == sorted(ALL_CONFIGS + LOCAL_CONFIGS + COEVOLUTION_CONFIGS
-                                                    + CURRICULUM_CONFIGS + LEARNING_CONFIGS)
+    listed = (ALL_CONFIGS + LOCAL_CONFIGS + COEVOLUTION_CONFIGS + CURRICULUM_CONFIGS + LEARNING_CONFIGS
+              + list(GROUPING_ARMS))
+    assert sorted(CONFIGS.glob("*.yaml")) == sorted(listed)
 
 
 @pytest.mark.parametrize("path", LEARNING_CONFIGS, ids=lambda p: p.stem)
@@ -71,6 +75,25 @@ def test_the_learning_configs_train_grpo_alone_on_same_state_groups_on_a_separat
     # without a cold start only the constraint gives the base model the answer format, and its free
     # INTENTION text would eat the act token budget
     assert cfg.sft.enabled or (cfg.rollout.constrained_actions and cfg.rollout.intention_chars == 0)
+
+
+@pytest.mark.parametrize("arm", list(GROUPING_ARMS), ids=lambda p: p.stem)
+def test_a_grouping_arm_differs_from_its_state_arm_only_in_how_groups_are_formed(arm):
+    from coplay.config import require_trainable
+
+    episode, state = load_config(arm), load_config(GROUPING_ARMS[arm])
+    require_trainable(episode)
+    assert episode.rollout.grouping == "episode" and state.rollout.grouping == "state"
+    # about the same trained decisions per iteration: G episodes of max_steps moves per start seed against
+    # G answers per anchor
+    trained = episode.rollout.start_states * episode.rollout.group_size * episode.eval.max_steps
+    assert 0.8 <= trained / (state.rollout.start_states * state.rollout.group_size) <= 1.2
+    mine, theirs = episode.model_dump(), state.model_dump()
+    for dump in (mine, theirs):
+        dump.pop("run")
+        for key in ("grouping", "start_states", "group_size"):
+            dump["rollout"].pop(key)
+    assert mine == theirs
 
 
 def test_the_curriculum_config_runs_the_curriculum_on_smollm2_with_constrained_tasks():

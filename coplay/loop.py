@@ -1,11 +1,12 @@
 """The co-evolution loop (docs/architecture.md), top to bottom: cold start, then per iteration k
 sync -> rollouts k  ||  bank update over k-1  ||  GRPO step k-1 (staleness >= 1) -> collect
--> (s = 0: GRPO step k) -> evaluation, probe, metrics, checkpoint. Rollouts of k use the adapters of learner
-step max(0, k-1-s) and the bank built from iterations <= k-2 (`coplay.driver.schedule`); learner step j trains
-on the samples of iteration j, so every episode lands in training exactly once. Dead rollout workers and bank
-updates are re-run (`System.gather`, `System.bank_result`); `resume` continues a run folder from its last
-checkpoint (`coplay.driver.state`). A `PhaseClock` lap ends each phase: every metrics line says how its wall
-time split between them (`coplay.driver.phases`). Only this module and `coplay/actors/` import ray.
+-> (s = 0, or the last iteration: GRPO step k) -> evaluation, probe, metrics, checkpoint. Rollouts of k use
+the adapters of learner step max(0, k-1-s) and the bank built from iterations <= k-2
+(`coplay.driver.schedule`); learner step j trains on the samples of iteration j, so every episode lands in
+training exactly once. Dead rollout workers and bank updates are re-run (`System.gather`,
+`System.bank_result`); `resume` continues a run folder from its last checkpoint (`coplay.driver.state`). A
+`PhaseClock` lap ends each phase: every metrics line says how its wall time split between them
+(`coplay.driver.phases`). Only this module and `coplay/actors/` import ray.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from ray.exceptions import RayActorError, RayTaskError
 from coplay.actors.connect import start_ray
 from coplay.actors.system import System
 from coplay.config import CoplayConfig, require_trainable
-from coplay.driver.batch import train_on
+from coplay.driver.batch import train_last, train_on
 from coplay.driver.curriculum import curriculum_samples
 from coplay.driver.evaluation import evaluate
 from coplay.driver.interrupt import note_run_folder
 from coplay.driver.lineups import check_schedule
-from coplay.driver.metrics import MetricsLog, iteration_record
+from coplay.driver.metrics import MetricsLog, final_train_record, iteration_record
 from coplay.driver.phases import PhaseClock, iteration_phases
 from coplay.driver.plans import iteration_plans
 from coplay.driver.preflight import restart_in_place, resume_point, run_stopped
@@ -90,6 +91,7 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
             clock.lap("curriculum")
             if s == 0:
                 trained = train_on(system, cfg, data, state.ledger)
+            final = train_last(system, cfg, k, data, state.ledger)  # the last step, before it is evaluated
             clock.lap("learner")
             seconds = time.perf_counter() - t0
             due = cfg.eval.every and k % cfg.eval.every == 0
@@ -99,11 +101,15 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
             probed = (run_probe(system, probe, k, state.ledger.latest(), state.banks.latest())
                       if probe is not None and probe_due(cfg, k) else None)
             clock.lap("evaluation")
-            save = k % cfg.loop.checkpoint_every == 0 or (k == cfg.loop.iterations and s == 0)
+            last = k == cfg.loop.iterations and (s == 0 or final is not None)  # holds the final adapters
+            save = k % cfg.loop.checkpoint_every == 0 or last
             log.log(k, iteration_record(k, data, stats, bank, trained, versions, seconds,
                                         system.take_faults(), evaluation,
                                         str(run.checkpoint_dir(k)) if save else None, state.league.table(),
-                                        probe=probed, phases=clock.take(), eval_versions=evaluated_on))
+                                        probe=probed, phases=clock.take(), eval_versions=evaluated_on,
+                                        final=final))
+            if final is not None:
+                log.log(k + 1, final_train_record(final, str(run.checkpoint_dir(k))))
             if save:  # after the metrics line: metrics always cover what a checkpoint holds
                 save_checkpoint(system, state, k)
             clock.lap("checkpoint")  # a segment of the next line
@@ -120,17 +126,15 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
 
 
 def finish(system: System, cfg: CoplayConfig, state: LoopState, log: MetricsLog, clock: PhaseClock) -> None:
-    """With staleness >= 1 the last iteration's samples still train (and are checkpointed); then every
-    worker ends on the newest versions, acknowledged, and the run's report.html is written. The closing
-    line carries the phases since the last iteration's line."""
+    """Every worker ends on the newest versions, acknowledged, and the run's report.html is written. The
+    closing line carries the phases since the last iteration's line. The last iteration's learner step ran
+    before its evaluation (`train_last`); a run folder checkpointed after its last iteration but before that
+    step (resumed from a version that trained it here) still trains it here."""
     last = cfg.loop.iterations
-    final = None
-    if cfg.loop.staleness >= 1 and state.ledger.latest_step < last and cfg.ablation.trains_grpo:
-        final = train_on(system, cfg, state.data[last], state.ledger)
+    final = train_last(system, cfg, last, state.data[last], state.ledger) if last in state.data else None
+    if final is not None:
         clock.lap("learner")
-        log.log(last + 1, {"final_train": {**final.to_json(),
-                                           "checkpoint": str(system.run.checkpoint_dir(last))},
-                           "reward_parts": final.reward_parts, "reward_shares": final.reward_shares})
+        log.log(last + 1, final_train_record(final, str(system.run.checkpoint_dir(last))))
         save_checkpoint(system, state, last)
         clock.lap("checkpoint")
     newest, banks = state.ledger.latest(), state.banks.latest()

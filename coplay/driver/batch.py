@@ -113,6 +113,19 @@ def train_on(system: Any, cfg: CoplayConfig, data: IterationData, ledger: Versio
     return step
 
 
+def train_last(system: Any, cfg: CoplayConfig, k: int, data: IterationData,
+               ledger: VersionLedger) -> TrainStep | None:
+    """With staleness >= 1, learner step k trains on iteration k's samples while iteration k+1 plays; the
+    last iteration has no next one, so its step runs here, before the last evaluation and probe, which then
+    measure the run's final adapters (as verl and OpenRLHF validate after their last update). None before
+    the last iteration, with staleness 0 (the iteration's own step already ran), when the variant trains no
+    GRPO, or when an extended run's step already trained this iteration."""
+    if (k != cfg.loop.iterations or cfg.loop.staleness < 1 or not cfg.ablation.trains_grpo
+            or ledger.latest_step >= k):
+        return None
+    return train_on(system, cfg, data, ledger)
+
+
 def step_note(samples: int, step: TrainStep) -> str:
     """The GRPO step's end line after its time: `12 samples: rewards 0.1 s, step 40.2 s, export and publish
     1.3 s, update measure 5.9 s` (its parts, `TrainStep.timings`)."""

@@ -243,19 +243,28 @@ TRAIN_KEYS = ("learner_step", "adapters", "trained_tokens", "published", "nonzer
               "trained_iteration", "trained_episodes", "served_change")
 
 
+def final_train_record(final: TrainStep, checkpoint: str) -> dict[str, Any]:
+    """The metrics line of the last iteration's learner step (`coplay.driver.batch.train_last`), logged after
+    that iteration's line, with the checkpoint that holds it."""
+    return {"final_train": {**final.to_json(), "checkpoint": checkpoint},
+            "reward_parts": final.reward_parts, "reward_shares": final.reward_shares}
+
+
 def iteration_record(iteration: int, data: IterationData, stats: CollectStats, bank: BankUpdate,
                      train: TrainStep | None, versions: dict[str, int], seconds: float,
                      faults: dict[str, Any], evaluation: dict[str, Any] | None = None,
                      checkpoint: str | None = None,
                      league: dict[str, Any] | None = None, *,
                      probe: dict[str, Any] | None = None, phases: Laps | None = None,
-                     eval_versions: dict[str, int] | None = None) -> dict[str, Any]:
+                     eval_versions: dict[str, int] | None = None,
+                     final: TrainStep | None = None) -> dict[str, Any]:
     """The whole metrics line of iteration `iteration`: its rollouts (`data`, `stats`, at adapter `versions`),
     the bank update that ran meanwhile, the learner step of this iteration (if any), what failed and was
     recovered, the evaluation (if any) at adapter `eval_versions` (the newest after this iteration's learner
     step: with staleness >= 1 newer than the rollouts'), the checkpoint written after it (if any) and the
     league's ratings after it (multi-seat games), the per-decision probe (`coplay.driver.probe`), when it
-    ran, and the phase timeline (`coplay.driver.phases`) from the driver's laps `phases`."""
+    ran, and the phase timeline (`coplay.driver.phases`) from the driver's laps `phases`. `final`: the last
+    iteration's own learner step, which ran in its learner segment (its record is the next line)."""
     steps = max(1, stats.steps)
     train_json = train.to_json() if train is not None else {}
     record: dict[str, Any] = {
@@ -305,5 +314,5 @@ def iteration_record(iteration: int, data: IterationData, stats: CollectStats, b
     if probe is not None:
         record["probe"] = probe
     if phases is not None:  # the driver's laps since the previous line, and the busy view
-        record["phases"] = iteration_phases(phases, stats, bank, train)
+        record["phases"] = iteration_phases(phases, stats, bank, train, final)
     return record

@@ -109,13 +109,15 @@ def learner_moves(timings: Mapping[str, float] | None) -> list[tuple[str, str, f
 
 
 def iteration_phases(laps: Laps, stats: CollectStats | None = None, bank: BankUpdate | None = None,
-                     train: TrainStep | None = None) -> dict[str, Any]:
+                     train: TrainStep | None = None, final: TrainStep | None = None) -> dict[str, Any]:
     """An iteration's `phases` (`phase_record`), or the closing line's (the final learner step): the laps,
     the learner step's publishing and update measure moved out of its lap, and the busy view: the rollouts
     (their span from launch to collected, the slowest worker's generation, env stepping summed over
     workers), the bank update that ran meanwhile (its seconds, per adapter call kind the calls, tokens in
     and out and seconds, and `model_calls_s`, their sum) and the learner step (`seconds`: the step, export
-    and publishing, as `timings.train_s`; its parts, `LEARNER_TIMINGS`)."""
+    and publishing, as `timings.train_s`; its parts, `LEARNER_TIMINGS`). `final`: a second learner step in
+    the same `learner` segment (the last iteration's own, `coplay.driver.batch.train_last`): its publishing
+    and update measure move out too, and its busy seconds add to the learner's."""
     busy: dict[str, Any] = {}
     if stats is not None:
         busy["rollouts"] = {"seconds": stats.wall_seconds, "generation_s": stats.generation_seconds,
@@ -124,10 +126,13 @@ def iteration_phases(laps: Laps, stats: CollectStats | None = None, bank: BankUp
         waited = sum(float(c.get("seconds", 0.0)) for c in bank.calls.values())
         busy["bank_update"] = {"seconds": bank.seconds, "model_calls_s": waited,
                                "calls": {kind: dict(usage) for kind, usage in sorted(bank.calls.items())}}
-    if train is not None:
-        busy["learner"] = {"seconds": train.seconds,
-                           **{k: float(train.timings[k]) for k in LEARNER_TIMINGS if k in train.timings}}
-    return phase_record(laps, busy, learner_moves(train.timings if train is not None else None))
+    for step in (train, final):  # both ran inside this line's window: their busy seconds add up
+        if step is not None:
+            add_numbers(busy.setdefault("learner", {}),
+                        {"seconds": step.seconds,
+                         **{k: float(step.timings[k]) for k in LEARNER_TIMINGS if k in step.timings}})
+    moves = [m for step in (train, final) if step is not None for m in learner_moves(step.timings)]
+    return phase_record(laps, busy, moves)
 
 
 def start_busy(engine_seconds: list[float], sft_seconds: float | None = None) -> dict[str, Any]:

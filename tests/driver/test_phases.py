@@ -82,6 +82,20 @@ def test_a_learner_steps_publishing_and_measure_leave_its_lap_and_the_busy_view_
     assert " time 20 s: learner 50%" in console_line(3, {"phases": record})
 
 
+def test_the_last_iterations_two_learner_steps_both_leave_their_publishing_and_add_their_busy_seconds():
+    """With staleness 1 the last iteration's learner segment holds step k-1 and its own step k."""
+    laps = Laps(30.0, {"rollouts": 4.0, "learner": 24.0})
+    steps = [TrainStep(j, seconds=10.0, measure_seconds=0.5,
+                       timings={"forward_s": 4.0, "backward_s": 5.0, "publish_s": 1.0, "measure_s": 0.5})
+             for j in (2, 3)]
+    record = iteration_phases(laps, None, None, *steps)
+    assert record["seconds"]["learner"] == pytest.approx(21.0)  # 24 - 2 x (publish 1 + measure 0.5)
+    assert record["seconds"]["publish_sync"] == pytest.approx(2.0)
+    assert record["seconds"]["evaluation"] == pytest.approx(1.0)
+    assert record["busy"]["learner"] == {"seconds": 20.0, "forward_s": 8.0, "backward_s": 10.0,
+                                         "publish_s": 2.0, "measure_s": 1.0}
+
+
 def test_run_totals_sum_the_lines_and_say_when_none_has_phases():
     first = phase_record(Laps(10.0, {"startup_ray": 2.0, "cold_start_sft": 6.0}),
                          {"startup": {"engines_s": 30.0, "workers": 1}})

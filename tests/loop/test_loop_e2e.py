@@ -158,13 +158,18 @@ def test_every_learner_step_records_how_far_the_served_policy_moved_and_the_prob
         assert entry["expert"]["mean_regret"] <= entry["random"]["mean_regret"]
     written = json.loads((run.eval / "probe-it00003.json").read_text())
     assert len(written["results"]["2048"]["model"]["regrets"]) == 16
+    # the last iteration's own learner step ran before its probe: the probe measured the final adapters,
+    # and the line after the last iteration's is that step's, with the checkpoint that holds it
+    assert written["meta"]["versions"] == records[-1]["final_versions"]
+    after = records[[r.get("iteration") for r in records].index(3) + 1]
+    assert after["final_train"]["trained_iteration"] == 3 and after["final_train"]["checkpoint"].endswith("3")
 
 
 def test_every_line_says_how_its_wall_time_split_between_the_phases(run):
     """The phase timeline (coplay.driver.phases): the start's line holds the start-up and the cold start,
     each iteration's line its driver segments (adding up to its wall time) and the busy seconds of the
     rollouts, the bank update (per call kind, with tokens) and the learner step (forward, backward,
-    optimizer, export); the closing line the last learner step; the report draws it."""
+    optimizer, export); the last iteration's line also its own learner step; the report draws it."""
     from pytest import approx
 
     timed = [r for r in run.read_metrics() if "phases" in r]
@@ -199,8 +204,19 @@ def test_every_line_says_how_its_wall_time_split_between_the_phases(run):
             assert usage["tokens_in"] > 0 and usage["tokens_out"] > 0 and usage["seconds"] > 0, (k, kind)
             calls[kind] = usage
     assert set(calls) == {"segment", "contract", "curator"}
-    assert end["phases"]["busy"]["learner"]["forward_s"] > 0 and end["phases"]["seconds"]["learner"] > 0
+    # the last iteration's line holds two learner steps (k-1 during its rollouts, then its own before its
+    # evaluation); the closing line none
+    last_busy, steps = iterations[-1]["phases"]["busy"]["learner"], [r for r in timed if "final_train" in r]
+    assert not steps and "learner" not in end["phases"]["busy"]  # final_train lines carry no phases
+    assert last_busy["seconds"] == approx(iterations[-1]["timings"]["train_s"] + _final(run)["train_seconds"])
+    assert end["phases"]["seconds"].get("learner", 0.0) < 0.5
     assert "id='chart-phases'" in run.report.read_text()
+
+
+def _final(run: RunDir) -> dict:
+    """The `final_train` record: the last iteration's own learner step."""
+    (final,) = [r["final_train"] for r in run.read_metrics() if "final_train" in r]
+    return final
 
 
 def _done_in(lines: list[str], phase: str) -> float:
@@ -231,10 +247,14 @@ def test_the_console_announces_every_phase_with_its_own_time_and_is_never_silent
                       lines.index(f"GRPO step {k - 1} on the samples of iteration {k - 1} ...")]
             ends = [i for i, line in enumerate(lines) if line.startswith(f"iteration {k}: rollouts: done")]
             assert starts == sorted(starts) and starts[-1] < ends[0]  # all three began before any ended
+    final = _final(run)
+    final_own = final["timings"]["batch_s"] + final["train_seconds"] + final["measure_seconds"]
     for r in records:  # each learner step: its rewards, the step with export and publishing, the measure
         if r.get("train"):
             j, parts = r["train"]["learner_step"], r["phases"]["busy"]["learner"]
             own = parts["batch_s"] + parts["seconds"] + parts["measure_s"]
+            if r["iteration"] == final["trained_iteration"]:  # its line's busy learner holds both steps
+                own -= final_own
         elif "final_train" in r:
             j, final = r["final_train"]["learner_step"], r["final_train"]
             own = final["timings"]["batch_s"] + final["train_seconds"] + final["measure_seconds"]

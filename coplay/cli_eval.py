@@ -68,7 +68,7 @@ def eval_command(args: argparse.Namespace) -> int:
             kinds = [is_probe_file(load_results(p)) for p in args.compare]
             if any(kinds) and not all(kinds):
                 raise ValueError("--compare: one file is a probe file and the other an evaluation")
-            text = compare_probe_files(*map(Path, args.compare)) if all(kinds) else \
+            text = compare_probe_files(*map(Path, args.compare), out=args.json) if all(kinds) else \
                 compare_files(*args.compare, out=args.json)[0]
             print(text, end="")
             return 0

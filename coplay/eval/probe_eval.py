@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -89,17 +90,26 @@ def is_probe_file(data: dict[str, Any]) -> bool:
     return data.get("meta", {}).get("protocol", {}).get("kind") == PROBE_KIND
 
 
-def compare_probe_files(path_a: Path, path_b: Path) -> str:
+def compare_probe_files(path_a: Path, path_b: Path, out: str | Path | None = None) -> str:
     """B's regret minus A's per game, paired over the positions both files scored (lower is better); a
-    game whose probe sets differ (sha256) is refused, since its positions would not be the same."""
+    game whose probe sets differ (sha256) is refused, since its positions would not be the same. `out`:
+    also write the rows (per game the paired difference, or why there is none) as JSON."""
     a, b = load_results(path_a), load_results(path_b)
     shas = (a["meta"]["protocol"].get("probe_sha256", {}), b["meta"]["protocol"].get("probe_sha256", {}))
     lines = [f"probe regret, B - A paired by position (A = {path_a}, B = {path_b}; lower is better)"]
+    rows: list[dict[str, Any]] = []
     for game in sorted(set(a["results"]) & set(b["results"])):
         if shas[0].get(game) != shas[1].get(game):
             lines.append(f"  {game}: not compared, the two files probed different position sets")
+            rows.append({"game": game, "compared": False, "why": "different probe sets"})
             continue
         d = regret_change(a, b, game)
         lines.append(f"  {game}: " + ("fewer than 2 shared positions" if d is None else
                                      gain_verdict(d, higher_is_better=False, what="regret")))
+        rows.append({"game": game, "compared": False, "why": "fewer than 2 shared positions"} if d is None
+                    else {"game": game, "compared": True, "figure": "probe regret, paired by position",
+                          **asdict(d)})
+    if out is not None:
+        write_json_atomic(Path(out), {"a": str(path_a), "b": str(path_b), "meta_a": a["meta"],
+                                      "meta_b": b["meta"], "rows": rows})
     return "\n".join(lines) + "\n"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from coplay.cli import main
 
 POSITIONS = 8
@@ -33,11 +35,16 @@ def test_a_bot_on_the_probe_scores_what_the_run_scores_for_it(tmp_path, capsys):
 def test_compare_pairs_two_probe_files_by_position(tmp_path, capsys):
     expert = _probe(tmp_path, ["--policy", "expert", "--name", "expert"], capsys)
     rand = _probe(tmp_path, ["--policy", "random", "--name", "random"], capsys)
-    assert main(["eval", "--compare", expert["path"], rand["path"]]) == 0
+    rows = tmp_path / "rows.json"
+    assert main(["eval", "--compare", expert["path"], rand["path"], "--json", str(rows)]) == 0
     out = capsys.readouterr().out
     diffs = [b - a for a, b in zip(expert["results"]["2048"]["model"]["regrets"],
                                    rand["results"]["2048"]["model"]["regrets"], strict=True)]
     assert f"{sum(diffs) / len(diffs):+.2f}" in out and f"over {POSITIONS} pairs" in out
+    (row,) = json.loads(rows.read_text())["rows"]  # --json writes what the lines say
+    assert row["game"] == "2048" and row["n"] == POSITIONS
+    assert row["difference"] == pytest.approx(sum(diffs) / len(diffs))
+    assert row["ci_low"] <= row["difference"] <= row["ci_high"]
 
 
 def test_a_probe_file_is_not_compared_with_an_episode_evaluation(tmp_path, capsys):

@@ -101,8 +101,8 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
             probed = (run_probe(system, probe, k, state.ledger.latest(), state.banks.latest())
                       if probe is not None and probe_due(cfg, k) else None)
             clock.lap("evaluation")
-            last = k == cfg.loop.iterations and (s == 0 or final is not None)  # holds the final adapters
-            save = k % cfg.loop.checkpoint_every == 0 or last
+            holds_final = k == cfg.loop.iterations and (s == 0 or final is not None)  # the final adapters
+            save = k % cfg.loop.checkpoint_every == 0 or holds_final
             log.log(k, iteration_record(k, data, stats, bank, trained, versions, seconds,
                                         system.take_faults(), evaluation,
                                         str(run.checkpoint_dir(k)) if save else None, state.league.table(),
@@ -128,8 +128,8 @@ def train(cfg: CoplayConfig, resume: str | Path | None = None) -> Path:
 def finish(system: System, cfg: CoplayConfig, state: LoopState, log: MetricsLog, clock: PhaseClock) -> None:
     """Every worker ends on the newest versions, acknowledged, and the run's report.html is written. The
     closing line carries the phases since the last iteration's line. The last iteration's learner step ran
-    before its evaluation (`train_last`); a run folder checkpointed after its last iteration but before that
-    step (resumed from a version that trained it here) still trains it here."""
+    before its evaluation (`train_last`); a run folder that an earlier coplay checkpointed after its last
+    iteration but before that step trains it here when resumed."""
     last = cfg.loop.iterations
     final = train_last(system, cfg, last, state.data[last], state.ledger) if last in state.data else None
     if final is not None:

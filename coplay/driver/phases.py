@@ -110,7 +110,7 @@ def learner_moves(timings: Mapping[str, float] | None) -> list[tuple[str, str, f
 
 def iteration_phases(laps: Laps, stats: CollectStats | None = None, bank: BankUpdate | None = None,
                      train: TrainStep | None = None, final: TrainStep | None = None) -> dict[str, Any]:
-    """An iteration's `phases` (`phase_record`), or the closing line's (the final learner step): the laps,
+    """An iteration's `phases` (`phase_record`), or the closing line's: the laps,
     the learner step's publishing and update measure moved out of its lap, and the busy view: the rollouts
     (their span from launch to collected, the slowest worker's generation, env stepping summed over
     workers), the bank update that ran meanwhile (its seconds, per adapter call kind the calls, tokens in

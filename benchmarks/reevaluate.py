@@ -82,6 +82,8 @@ def policy_row(evaluation: dict[str, Any], probe: dict[str, Any] | None, base: d
     if base is not None:
         row["score_minus_base"] = _paired(base["results"][game]["per_seed"],
                                           evaluation["results"][game]["per_seed"], True, "the score")
+        # seeds on which the policy scored exactly what the base model did (a different score means a
+        # different game; the same score almost always the same game when both play greedily)
         shared = [s for s in base["results"][game]["per_seed"]
                   if evaluation["results"][game]["per_seed"].get(s) == base["results"][game]["per_seed"][s]]
         row["games_equal_to_base"] = len(shared)
@@ -112,8 +114,8 @@ def markdown(result: dict[str, Any]) -> str:
     for game, entry in result["games"].items():
         check, bots = entry["protocol_check"], entry.get("probe_bots", {})
         lines += [f"## {game}", "", entry["protocol"], "",
-                  "| policy | score (95% t) | minus base, paired | games as the base model's | probe regret "
-                  "| minus base, paired | invalid share |",
+                  "| policy | score (95% t) | minus base, paired | seeds scored as the base model "
+                  "| probe regret | minus base, paired | invalid share |",
                   "|---|---|---|---|---|---|---|"]
         for label, row in entry["policies"].items():
             probe = row.get("probe")

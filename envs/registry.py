@@ -43,7 +43,7 @@ SPECS: dict[str, GameSpec] = {
     "2048": GameSpec("2048", "gymnasium", "coplay/2048-v0", "coplay_envs.game2048.env:Game2048Env",
                      "coplay_envs.game2048.env:RULES", "coplay_envs.game2048.bots:ExpertBot",
                      "coplay_envs.game2048.bots:RandomBot",
-                     scales="coplay_envs.game2048.features:FEATURE_SCALES"),
+                     scales="coplay_envs.game2048.features:FEATURE_SCALES", text_options=("show_merges",)),
     "candy_crush": GameSpec("candy_crush", "gymnasium", "coplay/CandyCrush-v0",
                             "coplay_envs.candy.env:CandyCrushEnv", "coplay_envs.candy.env:RULES",
                             "coplay_envs.candy.bots:ExpertBot", "coplay_envs.candy.bots:RandomBot",

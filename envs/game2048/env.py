@@ -8,6 +8,9 @@ nothing, scores 0 and sets `info["invalid_action"]`; the episode terminates when
 and is truncated after `max_moves` steps (200 by default; every step counts, including flagged ones, so an
 episode always ends); score = total reward.
 
+`show_merges=True` changes only the text: each legal move is followed by the points its merges score at once
+(`coplay_envs.game2048.text`), and `info["merges"]` holds those points in the order of `legal_actions`.
+
 Never imports `coplay`.
 """
 
@@ -50,13 +53,15 @@ class Game2048Env(gym.Env[str, str]):
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
-    def __init__(self, max_moves: int = 200, render_mode: str | None = None) -> None:
+    def __init__(self, max_moves: int = 200, render_mode: str | None = None,
+                 show_merges: bool = False) -> None:
         if max_moves < 1:
             raise ValueError(f"max_moves must be >= 1, got {max_moves}")
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode {render_mode!r}; expected None or 'ansi'")
         self.max_moves = max_moves
         self.render_mode = render_mode
+        self.show_merges = bool(show_merges)
         self.observation_space = text_space(OBSERVATION_MAX_CHARS)
         self.action_space = text_space(64)
         self._board: Board = (0,) * 16
@@ -118,8 +123,9 @@ class Game2048Env(gym.Env[str, str]):
         self._over = self._terminated or self._truncated
         legal = [] if self._over else movable
         moves_left = self.max_moves - self._moves
+        points = [apply_move(board, d, rows, cols)[1] for d in legal] if self.show_merges else None
         obs = render(board, self._score, self._moves, self.max_moves, legal, self._terminated,
-                     self._truncated)
+                     self._truncated, points)
         self._obs = obs
         values = board_values(board)
         info = {
@@ -132,6 +138,8 @@ class Game2048Env(gym.Env[str, str]):
             "score": self._score,
             "invalid_action": invalid,
         }
+        if points is not None:
+            info["merges"] = points
         return obs, info
 
     def _restore(self, state: dict[str, Any]) -> None:

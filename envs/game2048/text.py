@@ -2,6 +2,11 @@
 
 The board block is four lines of four right-aligned cells (`.` = empty, otherwise the tile value, e.g.
 `65536`), so `parse_board(render(...))` returns the exact position. Never imports `coplay` or gymnasium.
+
+With `points` (the env's `show_merges`) the legal moves line gives each move, in the fixed order up, down,
+left, right, followed by the points its merges score at once (`up: 0, down: 8, left: 4`): a player who
+looks at the board can work that out; a 135M model reading a 4x4 grid of numbers does not (docs/results.md).
+The best-scoring move is not simply the first one listed, so a player has to read the numbers to find it.
 """
 
 from __future__ import annotations
@@ -12,9 +17,23 @@ BOARD_HEADER = "Board (top row first, . = empty):"
 _CELL: list[str] = ["      ."] + [f" {1 << e:>6}" for e in range(1, 64)]  # a space before every cell
 
 
+MERGES_HEAD = "Legal moves, each with the points its merges score at once:"
+
+
+def moves_text(legal: list[str], points: list[int] | None = None) -> str:
+    """The legal moves line: the moves, or with `points` (one per move) each followed by its points."""
+    if not legal:
+        return "Legal moves: none"
+    if points is None:
+        return f"Legal moves: {', '.join(legal)}"
+    if len(points) != len(legal):
+        raise ValueError(f"{len(points)} merge scores for {len(legal)} moves")
+    return f"{MERGES_HEAD} " + ", ".join(f"{move}: {p}" for move, p in zip(legal, points, strict=True))
+
+
 def render(board: Board, score: int, moves: int, max_moves: int, legal: list[str],
-           terminated: bool, truncated: bool) -> str:
-    """The observation text of a 2048 position."""
+           terminated: bool, truncated: bool, points: list[int] | None = None) -> str:
+    """The observation text of a 2048 position (`points`: each legal move's merge score, shown after it)."""
     cell = _CELL
     b = board
     grid = (f"{cell[b[0]]}{cell[b[1]]}{cell[b[2]]}{cell[b[3]]}\n"
@@ -28,7 +47,7 @@ def render(board: Board, score: int, moves: int, max_moves: int, legal: list[str
     else:
         status = f"Your move: one of {', '.join(legal)}."
     return (f"2048. Move {moves} of {max_moves}, score {score}.\n{BOARD_HEADER}\n{grid}\n"
-            f"Legal moves: {', '.join(legal) if legal else 'none'}\n{status}")
+            f"{moves_text(legal, points)}\n{status}")
 
 
 def parse_board(text: str) -> Board:

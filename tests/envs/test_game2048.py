@@ -277,3 +277,40 @@ def test_expert_beats_random_over_20_seeded_episodes() -> None:
             scores[name].append(float(info["score"]))
     expert, random_ = summarize(scores["expert"]), summarize(scores["random"])
     assert expert.ci_low > random_.ci_high and expert.mean > 1.8 * random_.mean
+
+
+def test_show_merges_lists_each_legal_move_with_what_it_scores_and_changes_only_the_text() -> None:
+    """The line a reader of `show_merges` sees: every legal move once, in the fixed order, followed by the
+    points that move scores at once (the step's reward); the state, legality and rewards stay the same."""
+    plain, shown = Game2048Env(max_moves=40), Game2048Env(max_moves=40, show_merges=True)
+    rng = random.Random(5)
+    for seed in range(4):
+        obs_a, info_a = plain.reset(seed=seed)
+        obs_b, info_b = shown.reset(seed=seed)
+        while info_b["legal_actions"]:
+            assert info_a["state"] == info_b["state"] and info_a["legal_actions"] == info_b["legal_actions"]
+            line = next(ln for ln in obs_b.splitlines() if ln.startswith("Legal moves"))
+            listed = [item.split(": ") for item in line.split("score at once: ", 1)[1].split(", ")]
+            assert [m for m, _ in listed] == info_b["legal_actions"]
+            assert [int(p) for _, p in listed] == info_b["merges"] and "merges" not in info_a
+            for move, points in zip(info_b["legal_actions"], info_b["merges"], strict=True):
+                assert apply_move(board_from_values(info_b["state"]["board"]), move)[1] == points
+            assert parse_board(obs_b) == parse_board(obs_a)
+            action = rng.choice(info_b["legal_actions"])
+            obs_a, reward_a, *_, info_a = plain.step(action)
+            obs_b, reward_b, *_, info_b = shown.step(action)
+            assert reward_a == reward_b
+    assert "Legal moves: none" in obs_b and "merges" in info_b and info_b["merges"] == []
+
+
+def test_a_compact_prompt_refers_to_the_merges_line_instead_of_listing_the_moves_again() -> None:
+    from coplay.agent.prompts import act_messages
+    from coplay_envs.registry import text_kwargs
+
+    env = coplay_envs.make_env("2048", show_merges=True)
+    obs, info = env.reset(seed=3)
+    user = act_messages("2048", RULES, obs, info["legal_actions"], None, [], prompt_format="compact",
+                        skill_section=False)[1]["content"]
+    assert "Legal actions: see the observation." in user
+    assert all(user.count(f"{a}: ") == 1 for a in info["legal_actions"])
+    assert text_kwargs("2048", {"show_merges": True, "max_moves": 50}) == {"show_merges": True}

@@ -19,10 +19,7 @@ Deterministic (no model, no timing): pure Python on the game package and msgpack
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -109,38 +106,10 @@ def decision(observation: str, action: str) -> dict[str, Any] | None:
 
 def run_choices(run_dir: Path) -> list[dict[str, Any]]:
     """Per iteration of a run, the shares of its `act` decisions (steps that sampled `act`) by rank."""
-    from coplay.types import decode_shard
+    from benchmarks.act_decisions import choice_shares
 
-    out = []
-    by_iteration: dict[int, list[Any]] = {}
-    for path in sorted((run_dir / "shards").glob("it*-w*.msgpack")):
-        shard = decode_shard(path.read_bytes(), str(path))
-        by_iteration.setdefault(shard.iteration, []).append(shard)
-    for iteration, shards in sorted(by_iteration.items()):
-        counts = {"decisions": 0, "most_clearing": 0, "first_listed_count_order": 0,
-                  "first_in_reading_order": 0}
-        positions: list[float] = []
-        for shard in shards:
-            for traj in shard.trajectories:
-                acts = {s.sample_id for s in traj.samples if s.adapter == "act"}
-                for step in traj.steps:
-                    if not acts.intersection(step.sample_ids) or step.parse_error:
-                        continue
-                    ranked = decision(step.observation, step.action)
-                    if ranked is None:
-                        continue
-                    counts["decisions"] += 1
-                    position = ranked.pop("position")
-                    if position is not None:
-                        positions.append(position)
-                    for key, hit in ranked.items():
-                        counts[key] += int(hit)
-        n = max(counts["decisions"], 1)
-        mean_position = round(sum(positions) / len(positions), 4) if positions else None
-        out.append({"iteration": iteration, "decisions": counts["decisions"],
-                    **{f"{k}_share": round(v / n, 4) for k, v in counts.items() if k != "decisions"},
-                    "reading_position_mean": mean_position})
-    return out
+    return choice_shares(run_dir, decision,
+                         ("most_clearing", "first_listed_count_order", "first_in_reading_order"))
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -168,30 +137,11 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--policies", action="store_true", help="score the fixed readings and the bots")
-    parser.add_argument("--config", default="launch/configs/learning-candy_crush-from-base.yaml",
-                        help="whose evaluation protocol (seeds.eval, eval.episodes, the horizon)")
-    parser.add_argument("--run", action="append", default=[], metavar="NAME=RUN_DIR")
-    parser.add_argument("--name", default=None, help="write STEM.json and STEM.md under --out")
-    parser.add_argument("--out", default="benchmarks/results")
-    args = parser.parse_args(argv)
-    if not args.policies and not args.run:
-        parser.error("give --policies, --run NAME=RUN_DIR, or both")
-    result: dict[str, Any] = {"command": "python -m benchmarks.candy_choices " + " ".join(
-        sys.argv[1:] if argv is None else argv)}
-    if args.policies:
-        result["policies"] = policies_table(args.config)
-    if args.run:
-        result["runs"] = {name: run_choices(Path(path))
-                          for name, _, path in (spec.partition("=") for spec in args.run)}
-    text = markdown(result)
-    if args.name:
-        out = Path(args.out)
-        (out / f"{args.name}.json").write_text(json.dumps(result, indent=1) + "\n")
-        (out / f"{args.name}.md").write_text(text)
-    print(text)
-    return 0
+    from benchmarks.act_decisions import choices_cli
+
+    return choices_cli(argv, "benchmarks.candy_choices", __doc__ or "",
+                       "launch/configs/learning-candy_crush-from-base.yaml",
+                       policies_table, run_choices, markdown)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,88 @@
+"""A run's sampled `act` decisions, iteration by iteration, read from its msgpack shards: what the choice
+benchmarks (`benchmarks.candy_choices`, `benchmarks.merge_choices`) rank against the listed actions.
+
+Why one reader: both benchmarks must count the same decisions (steps that sampled `act` and parsed), so a
+share in one is comparable with a share in the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+
+def act_decisions(run_dir: Path) -> Iterator[tuple[int, list[tuple[str, str]]]]:
+    """(iteration, [(observation, action), ...]) for each iteration with shards, in order: every step whose
+    action the `act` adapter sampled and that parsed (the trunks' and the branches' decisions alike)."""
+    from coplay.types import decode_shard
+
+    by_iteration: dict[int, list[Any]] = {}
+    for path in sorted((run_dir / "shards").glob("it*-w*.msgpack")):
+        shard = decode_shard(path.read_bytes(), str(path))
+        by_iteration.setdefault(shard.iteration, []).append(shard)
+    for iteration, shards in sorted(by_iteration.items()):
+        decisions = []
+        for shard in shards:
+            for traj in shard.trajectories:
+                acts = {s.sample_id for s in traj.samples if s.adapter == "act"}
+                decisions += [(step.observation, step.action) for step in traj.steps
+                              if acts.intersection(step.sample_ids) and not step.parse_error]
+        yield iteration, decisions
+
+
+def choice_shares(run_dir: Path, rank: Callable[[str, str], dict[str, Any] | None],
+                  keys: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Per iteration: how many decisions `rank` could place, the share of them for which each of `keys` is
+    true, and the mean of its `position` (0 first listed, 1 last; None where the action was not legal) and,
+    where it gives one, of its `chance` (the share a uniformly random legal choice would have had)."""
+    out = []
+    for iteration, decisions in act_decisions(run_dir):
+        ranked = [r for r in (rank(obs, action) for obs, action in decisions) if r is not None]
+        n = max(len(ranked), 1)
+        positions = [r["position"] for r in ranked if r.get("position") is not None]
+        chances = [r["chance"] for r in ranked if r.get("chance") is not None]
+        row: dict[str, Any] = {"iteration": iteration, "decisions": len(ranked)}
+        row.update({f"{k}_share": round(sum(int(bool(r[k])) for r in ranked) / n, 4) for k in keys})
+        if chances:
+            row["chance_share"] = round(sum(chances) / len(chances), 4)
+        row["reading_position_mean"] = round(sum(positions) / len(positions), 4) if positions else None
+        out.append(row)
+    return out
+
+
+def choices_cli(argv: list[str] | None, module: str, doc: str, default_config: str,
+                policies_table: Callable[[str], dict[str, Any]],
+                run_choices: Callable[[Path], list[dict[str, Any]]],
+                markdown: Callable[[dict[str, Any]], str]) -> int:
+    """The command line both choice benchmarks share: `--policies` scores the fixed readings and the bots on
+    `--config`'s evaluation protocol, `--run NAME=RUN_DIR` counts a run's choices, `--name` writes
+    STEM.json and STEM.md under `--out`."""
+    import argparse
+    import json
+    import sys
+
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n\n")[0])
+    parser.add_argument("--policies", action="store_true", help="score the fixed readings and the bots")
+    parser.add_argument("--config", default=default_config,
+                        help="whose evaluation protocol (seeds.eval, eval.episodes, the horizon)")
+    parser.add_argument("--run", action="append", default=[], metavar="NAME=RUN_DIR")
+    parser.add_argument("--name", default=None, help="write STEM.json and STEM.md under --out")
+    parser.add_argument("--out", default="benchmarks/results")
+    args = parser.parse_args(argv)
+    if not args.policies and not args.run:
+        parser.error("give --policies, --run NAME=RUN_DIR, or both")
+    result: dict[str, Any] = {"command": f"python -m {module} " + " ".join(
+        sys.argv[1:] if argv is None else argv)}
+    if args.policies:
+        result["policies"] = policies_table(args.config)
+    if args.run:
+        result["runs"] = {name: run_choices(Path(path))
+                          for name, _, path in (spec.partition("=") for spec in args.run)}
+    text = markdown(result)
+    if args.name:
+        out = Path(args.out)
+        (out / f"{args.name}.json").write_text(json.dumps(result, indent=1) + "\n")
+        (out / f"{args.name}.md").write_text(text)
+    print(text)
+    return 0

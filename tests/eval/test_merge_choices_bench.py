@@ -1,0 +1,64 @@
+"""`benchmarks.merge_choices` ranks a chosen 2048 move among the legal moves of the board an observation
+shows (with or without the points listed) and counts a run's act decisions per iteration from its shards."""
+
+from __future__ import annotations
+
+import coplay_envs
+from benchmarks.merge_choices import POLICIES, decision, run_choices
+from coplay.types import Sample, Shard, Step, Trajectory, encode_shard
+
+
+def _positions(count: int = 40):
+    """Observations (points shown, and the same position without them) with their infos, along a game."""
+    shown, plain = coplay_envs.make_env("2048", show_merges=True), coplay_envs.make_env("2048")
+    (obs, info), (obs_plain, _) = shown.reset(seed=2), plain.reset(seed=2)
+    out = []
+    for i in range(count):
+        out.append((obs, obs_plain, info))
+        move = info["legal_actions"][i % len(info["legal_actions"])]
+        (obs, _, _, _, info), (obs_plain, *_) = shown.step(move), plain.step(move)
+    return out
+
+
+def test_a_choice_is_ranked_from_the_board_with_or_without_the_points_shown():
+    seen_a_choice = False
+    for obs, obs_plain, info in _positions():
+        legal, points = info["legal_actions"], info["merges"]
+        best = POLICIES["highest-scoring, first listed"][1](legal, points)
+        for text in (obs, obs_plain):
+            ranked = decision(text, best)
+            assert ranked["best_merge"] and ranked["first_listed"] is (best == legal[0])
+            assert ranked["chance"] == points.count(max(points)) / len(legal)
+            assert decision(text, legal[0])["position"] == 0.0
+            assert decision(text, legal[-1])["position"] == (1.0 if len(legal) > 1 else 0.0)
+            worst = legal[points.index(min(points))]
+            assert decision(text, worst)["best_merge"] is (min(points) == max(points))
+        seen_a_choice |= min(points) < max(points)
+    assert seen_a_choice
+    assert decision("no board here", "up") is None
+
+
+def test_a_runs_act_decisions_are_counted_per_iteration(tmp_path):
+    (tmp_path / "shards").mkdir()
+    obs, _, info = next(p for p in _positions() if min(p[2]["merges"]) < max(p[2]["merges"]))
+    legal, points = info["legal_actions"], info["merges"]
+    best = POLICIES["highest-scoring, first listed"][1](legal, points)
+    other = next(m for m, p in zip(legal, points, strict=True) if p < max(points))
+    for iteration, actions in ((1, [other, other, best, other]), (2, [best, best, best, other])):
+        trajectories = []
+        for i, action in enumerate(actions):
+            sample = Sample("act", 0, [1], [2], [-0.5], f"g{i}", sample_id=f"s{i}")
+            step = Step(t=0, observation=obs, action=action, reward=0.0, score=0.0, sample_ids=[f"s{i}"])
+            trajectories.append(Trajectory(f"it{iteration}-e{i}", "2048", "player_0", "player", 2,
+                                           steps=[step], samples=[sample]))
+        # a step without an act sample (a continuation's or a bot's move) is not a decision of the policy
+        bot_step = Step(t=0, observation=obs, action=best, reward=0.0, score=0.0)
+        trajectories.append(Trajectory("bot", "2048", "player_0", "player", 2, steps=[bot_step]))
+        shard = Shard(f"it{iteration:05d}-w000-0000", iteration, 0, trajectories)
+        (tmp_path / "shards" / f"it{iteration:05d}-w000-0000.msgpack").write_bytes(encode_shard(shard))
+    rows = run_choices(tmp_path)
+    assert [(r["iteration"], r["decisions"], r["best_merge_share"]) for r in rows] == [(1, 4, 0.25),
+                                                                                       (2, 4, 0.75)]
+    assert rows[0]["chance_share"] == round(points.count(max(points)) / len(legal), 4)
+    places = {m: legal.index(m) / max(len(legal) - 1, 1) for m in (best, other)}
+    assert rows[1]["reading_position_mean"] == round((3 * places[best] + places[other]) / 4, 4)

@@ -42,7 +42,9 @@ LEARNING_CONFIGS = [CONFIGS / "learning-candy_crush.yaml", CONFIGS / "learning-c
                     CONFIGS / "learning-2048-from-base-merges.yaml"]
 # the episode-grouping arm beside a state-grouping learning config (which grouping learns faster, issue 36)
 GROUPING_ARMS = {CONFIGS / "learning-candy_crush-from-base-board-episode.yaml":
-                 CONFIGS / "learning-candy_crush-from-base-board.yaml"}
+                 CONFIGS / "learning-candy_crush-from-base-board.yaml",
+                 CONFIGS / "learning-2048-from-base-merges-episode.yaml":
+                 CONFIGS / "learning-2048-from-base-merges.yaml"}
 
 
 def _load_train_module():
@@ -87,13 +89,14 @@ def test_a_grouping_arm_differs_from_its_state_arm_only_in_how_groups_are_formed
     require_trainable(episode)
     assert episode.rollout.grouping == "episode" and state.rollout.grouping == "state"
     # about the same trained decisions per iteration: G episodes of max_steps moves per start seed against
-    # G answers per anchor
-    trained = episode.rollout.start_states * episode.rollout.group_size * episode.eval.max_steps
+    # G answers per anchor (in state grouping max_steps is the untrained trunks' length)
+    trained = episode.rollout.start_states * episode.rollout.group_size * episode.rollout.max_steps
     assert 0.8 <= trained / (state.rollout.start_states * state.rollout.group_size) <= 1.2
+    assert episode.eval.max_steps == state.eval.max_steps  # evaluated on the same horizon
     mine, theirs = episode.model_dump(), state.model_dump()
     for dump in (mine, theirs):
         dump.pop("run")
-        for key in ("grouping", "start_states", "group_size"):
+        for key in ("grouping", "start_states", "group_size", "max_steps"):
             dump["rollout"].pop(key)
     assert mine == theirs
 

@@ -101,9 +101,27 @@ def decision(observation: str, action: str) -> dict[str, Any] | None:
             "chance": len(best) / len(legal)}
 
 
+def _where_points_differ(observation: str, action: str) -> dict[str, Any] | None:
+    """`decision`, only where the legal moves do not all score the same (None elsewhere)."""
+    ranked = decision(observation, action)
+    return ranked if ranked is not None and ranked["chance"] < 1.0 else None
+
+
 def run_choices(run_dir: Path) -> list[dict[str, Any]]:
-    """Per iteration of a run, the shares of its `act` decisions (steps that sampled `act`) by rank."""
-    return choice_shares(run_dir, decision, RANKS)
+    """Per iteration of a run, the shares of its `act` decisions (steps that sampled `act`) by rank, and
+    the same among the decisions where the listed points differ (`..._where_points_differ`): on a board
+    where no move merges, every move scores the most, so only those decisions show a reading of the points."""
+    rows = choice_shares(run_dir, decision, RANKS)
+    differ = {r["iteration"]: r for r in choice_shares(run_dir, _where_points_differ, ("best_merge",))}
+    for row in rows:
+        d = differ.get(row["iteration"], {})
+        row.update({f"{k}_where_points_differ": d.get(k) for k in ("decisions", "best_merge_share",
+                                                                   "chance_share")})
+    return rows
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -119,10 +137,13 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append("")
     for name, rows in result.get("runs", {}).items():
         lines += [f"Run {name}: shares of the act decisions sampled in each iteration", "",
-                  "| iteration | decisions | highest-scoring | a random legal move would be | first listed "
-                  "| mean place in the list (0 first, 1 last) |", "|---|---|---|---|---|---|"]
+                  "| iteration | decisions | highest-scoring | a random legal move would be "
+                  "| where the points differ: decisions | highest-scoring | random would be | first listed "
+                  "| mean place in the list (0 first, 1 last) |", "|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {r['iteration']} | {r['decisions']} | {r['best_merge_share']:.2f} | "
-                  f"{r.get('chance_share', 0.0):.2f} | {r['first_listed_share']:.2f} | "
+                  f"{r.get('chance_share', 0.0):.2f} | {r['decisions_where_points_differ'] or 0} | "
+                  f"{_share(r['best_merge_share_where_points_differ'])} | "
+                  f"{_share(r['chance_share_where_points_differ'])} | {r['first_listed_share']:.2f} | "
                   f"{r['reading_position_mean']:.2f} |" for r in rows]
         lines.append("")
     return "\n".join(lines)

@@ -60,5 +60,7 @@ def test_a_runs_act_decisions_are_counted_per_iteration(tmp_path):
     assert [(r["iteration"], r["decisions"], r["best_merge_share"]) for r in rows] == [(1, 4, 0.25),
                                                                                        (2, 4, 0.75)]
     assert rows[0]["chance_share"] == round(points.count(max(points)) / len(legal), 4)
+    # the position's points differ, so every decision also counts among those that show a reading
+    assert [r["best_merge_share_where_points_differ"] for r in rows] == [0.25, 0.75]
     places = {m: legal.index(m) / max(len(legal) - 1, 1) for m in (best, other)}
     assert rows[1]["reading_position_mean"] == round((3 * places[best] + places[other]) / 4, 4)

@@ -20,17 +20,13 @@ Deterministic (no model, no timing): pure Python on the game package and msgpack
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import coplay_envs
-from coplay.eval.stats import summarize
+from benchmarks.listed_choices import Reading, choice_shares, choices_cli, readings_markdown, readings_table
 from coplay_envs.candy.env import parse_swap
 from coplay_envs.candy.rules import clears_at_once, colour_masks, matching_swaps, swap_actions
 from coplay_envs.candy.text import parse_board
-
-Choice = Callable[[list[str], list[int]], str]
 
 
 def _most(legal: list[str], clears: list[int], last: bool) -> str:
@@ -40,7 +36,7 @@ def _most(legal: list[str], clears: list[int], last: bool) -> str:
 
 
 # name -> (how it reads the list, the choice): legal swaps come in reading order, `clears` beside them
-POLICIES: dict[str, tuple[str, Choice]] = {
+POLICIES: dict[str, tuple[str, Reading]] = {
     "first listed (count order)": ("the first swap the count-sorted list shows: the most clearing swap "
                                    "first in reading order",
                                    lambda legal, clears: _most(legal, clears, False)),
@@ -52,37 +48,9 @@ POLICIES: dict[str, tuple[str, Choice]] = {
 }
 
 
-def play_policy(choice: Choice, seeds: list[int], moves: int, env_kwargs: dict[str, Any]) -> list[float]:
-    """Scores of one fixed choice on the seeds, `moves` moves each, in the evaluation's env (its
-    `env_kwargs`; the counts are always computed, the text options only change what is shown)."""
-    scores = []
-    for seed in seeds:
-        env = coplay_envs.make_env("candy_crush", **{**env_kwargs, "show_clears": True})
-        _, info = env.reset(seed=seed)
-        for _ in range(moves):
-            _, _, terminated, truncated, info = env.step(choice(info["legal_actions"], info["clears"]))
-            if terminated or truncated:
-                break
-        scores.append(float(info["score"]))
-    return scores
-
-
 def policies_table(config: str) -> dict[str, Any]:
-    """The fixed readings and the ruler's bots (`coplay.eval.ruler.play_bot`: the same seeds, horizon, env
-    options and bot seeding as every evaluation file's) on the config's evaluation protocol."""
-    from coplay.config import load_config
-    from coplay.eval.ruler import play_bot as play_ruler_bot
-
-    cfg = load_config(config, ["games=[candy_crush]"])
-    moves = cfg.eval.max_steps or cfg.rollout.max_steps or cfg.game["candy_crush"].env_kwargs["max_moves"]
-    seeds = [cfg.seeds.eval.start + i for i in range(cfg.eval.episodes)]
-    env_kwargs = dict(cfg.game["candy_crush"].env_kwargs)
-    rows = {name: {"reads": reads, **summarize(play_policy(choice, seeds, moves, env_kwargs)).as_dict()}
-            for name, (reads, choice) in POLICIES.items()}
-    for bot in ("random", "heuristic", "expert"):
-        score = play_ruler_bot(cfg, bot, ["candy_crush"])["candy_crush"]["score"]
-        rows[f"{bot} bot"] = {"reads": "the ruler's bot", **score}
-    return {"config": config, "seeds": [seeds[0], seeds[-1]], "moves": moves, "policies": rows}
+    """The fixed readings (`POLICIES`) and the ruler's bots on the config's evaluation protocol."""
+    return readings_table(config, "candy_crush", POLICIES, {"show_clears": True}, "clears")
 
 
 def decision(observation: str, action: str) -> dict[str, Any] | None:
@@ -106,23 +74,12 @@ def decision(observation: str, action: str) -> dict[str, Any] | None:
 
 def run_choices(run_dir: Path) -> list[dict[str, Any]]:
     """Per iteration of a run, the shares of its `act` decisions (steps that sampled `act`) by rank."""
-    from benchmarks.act_decisions import choice_shares
-
     return choice_shares(run_dir, decision,
                          ("most_clearing", "first_listed_count_order", "first_in_reading_order"))
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = ["# Candy Crush choices among the listed swaps", "", f"Command: `{result['command']}`", ""]
-    if "policies" in result:
-        p = result["policies"]
-        lines += [f"Fixed readings of the list on seeds {p['seeds'][0]}-{p['seeds'][1]}, "
-                  f"{p['moves']} moves:", "",
-                  "| policy | mean score (95% t) | what it plays |", "|---|---|---|"]
-        for name, row in p["policies"].items():
-            lines.append(f"| {name} | {row['mean']:.1f} [{row['ci_low']:.1f}, {row['ci_high']:.1f}] | "
-                         f"{row['reads']} |")
-        lines.append("")
+    lines = readings_markdown("# Candy Crush choices among the listed swaps", result)
     for name, rows in result.get("runs", {}).items():
         lines += [f"Run {name}: shares of the act decisions sampled in each iteration", "",
                   "| iteration | decisions | most clearing | first listed (count order) "
@@ -137,8 +94,6 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.act_decisions import choices_cli
-
     return choices_cli(argv, "benchmarks.candy_choices", __doc__ or "",
                        "launch/configs/learning-candy_crush-from-base.yaml",
                        policies_table, run_choices, markdown)

@@ -17,17 +17,13 @@ Deterministic (no model, no timing): pure Python on the game package and msgpack
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import coplay_envs
-from benchmarks.act_decisions import choice_shares, choices_cli
-from coplay.eval.stats import summarize
+from benchmarks.listed_choices import Reading, choice_shares, choices_cli, readings_markdown, readings_table
 from coplay_envs.game2048.rules import apply_move, legal_directions, line_infos
 from coplay_envs.game2048.text import parse_board
 
-Choice = Callable[[list[str], list[int]], str]
 RANKS = ("best_merge", "first_listed")
 
 
@@ -37,7 +33,7 @@ def _best(legal: list[str], points: list[int], last: bool) -> str:
 
 
 # name -> (how it reads the list, the choice): legal moves in the fixed order, their points beside them
-POLICIES: dict[str, tuple[str, Choice]] = {
+POLICIES: dict[str, tuple[str, Reading]] = {
     "first listed": ("the first legal move of up, down, left, right, whatever it scores",
                      lambda legal, points: legal[0]),
     "highest-scoring, first listed": ("the move whose merges score most, the first of them if tied",
@@ -47,39 +43,9 @@ POLICIES: dict[str, tuple[str, Choice]] = {
 }
 
 
-def play_policy(choice: Choice, seeds: list[int], moves: int, env_kwargs: dict[str, Any]) -> list[float]:
-    """Scores of one fixed choice on the seeds, `moves` moves each, in the evaluation's env (its
-    `env_kwargs`; the points are always computed, the text options only change what is shown)."""
-    scores = []
-    for seed in seeds:
-        env = coplay_envs.make_env("2048", **{**env_kwargs, "show_merges": True})
-        _, info = env.reset(seed=seed)
-        for _ in range(moves):
-            if not info["legal_actions"]:
-                break
-            _, _, terminated, truncated, info = env.step(choice(info["legal_actions"], info["merges"]))
-            if terminated or truncated:
-                break
-        scores.append(float(info["score"]))
-    return scores
-
-
 def policies_table(config: str) -> dict[str, Any]:
-    """The fixed readings and the ruler's bots (`coplay.eval.ruler.play_bot`: the same seeds, horizon, env
-    options and bot seeding as every evaluation file's) on the config's evaluation protocol."""
-    from coplay.config import load_config
-    from coplay.eval.ruler import play_bot as play_ruler_bot
-
-    cfg = load_config(config, ["games=[2048]"])
-    moves = cfg.eval.max_steps or cfg.rollout.max_steps or 200
-    seeds = [cfg.seeds.eval.start + i for i in range(cfg.eval.episodes)]
-    env_kwargs = dict(cfg.game["2048"].env_kwargs)
-    rows = {name: {"reads": reads, **summarize(play_policy(choice, seeds, moves, env_kwargs)).as_dict()}
-            for name, (reads, choice) in POLICIES.items()}
-    for bot in ("random", "heuristic", "expert"):
-        score = play_ruler_bot(cfg, bot, ["2048"])["2048"]["score"]
-        rows[f"{bot} bot"] = {"reads": "the ruler's bot", **score}
-    return {"config": config, "seeds": [seeds[0], seeds[-1]], "moves": moves, "policies": rows}
+    """The fixed readings (`POLICIES`) and the ruler's bots on the config's evaluation protocol."""
+    return readings_table(config, "2048", POLICIES, {"show_merges": True}, "merges")
 
 
 def decision(observation: str, action: str) -> dict[str, Any] | None:
@@ -125,16 +91,7 @@ def _share(x: float | None) -> str:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = ["# 2048 choices among the listed moves", "", f"Command: `{result['command']}`", ""]
-    if "policies" in result:
-        p = result["policies"]
-        lines += [f"Fixed readings of the list on seeds {p['seeds'][0]}-{p['seeds'][1]}, "
-                  f"{p['moves']} moves:", "",
-                  "| policy | mean score (95% t) | what it plays |", "|---|---|---|"]
-        for name, row in p["policies"].items():
-            lines.append(f"| {name} | {row['mean']:.1f} [{row['ci_low']:.1f}, {row['ci_high']:.1f}] | "
-                         f"{row['reads']} |")
-        lines.append("")
+    lines = readings_markdown("# 2048 choices among the listed moves", result)
     for name, rows in result.get("runs", {}).items():
         lines += [f"Run {name}: shares of the act decisions sampled in each iteration", "",
                   "| iteration | decisions | highest-scoring | a random legal move would be "

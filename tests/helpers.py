@@ -198,3 +198,25 @@ def bank_generate(engine, cap: int, temperature: float = 1.0):
                 for i in range(len(prompts))]
 
     return generate
+
+
+def write_act_shards(run_root: Path, game: str, seed: int, observation: str,
+                     actions_by_iteration: dict[int, list[str]], bot_action: str) -> None:
+    """A run folder's shards for the choice benchmarks: per iteration one single-step episode per action, each
+    sampled by `act` on `observation`, plus one step a bot played there (no act sample: not a decision of the
+    policy, so it must not be counted)."""
+    from coplay.types import Sample, Shard, Step, Trajectory, encode_shard
+
+    (run_root / "shards").mkdir(exist_ok=True)
+    for iteration, actions in actions_by_iteration.items():
+        trajectories = []
+        for i, action in enumerate(actions):
+            sample = Sample("act", 0, [1], [2], [-0.5], f"g{i}", sample_id=f"s{i}")
+            step = Step(t=0, observation=observation, action=action, reward=0.0, score=0.0,
+                        sample_ids=[f"s{i}"])
+            trajectories.append(Trajectory(f"it{iteration}-e{i}", game, "player_0", "player", seed,
+                                           steps=[step], samples=[sample]))
+        bot_step = Step(t=0, observation=observation, action=bot_action, reward=0.0, score=0.0)
+        trajectories.append(Trajectory("bot", game, "player_0", "player", seed, steps=[bot_step]))
+        shard = Shard(f"it{iteration:05d}-w000-0000", iteration, 0, trajectories)
+        (run_root / "shards" / f"it{iteration:05d}-w000-0000.msgpack").write_bytes(encode_shard(shard))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import coplay_envs
 from benchmarks.candy_choices import POLICIES, decision, run_choices
-from coplay.types import Sample, Shard, Step, Trajectory, encode_shard
+from tests.helpers import write_act_shards
 
 
 def _position(order: str, seed: int = 4):
@@ -32,23 +32,13 @@ def test_a_choice_is_ranked_from_the_board_in_both_text_orders():
 
 
 def test_a_runs_act_decisions_are_counted_per_iteration(tmp_path):
-    (tmp_path / "shards").mkdir()
     obs, info = _position("count")
     legal, clears = info["legal_actions"], info["clears"]
     best = POLICIES["first listed (count order)"][1](legal, clears)
     other = next(a for a, c in zip(legal, clears, strict=True) if c < max(clears))
-    for iteration, actions in ((1, [other, other, best, other]), (2, [best, best, best, other])):
-        trajectories = []
-        for i, action in enumerate(actions):
-            sample = Sample("act", 0, [1], [2], [-0.5], f"g{i}", sample_id=f"s{i}")
-            step = Step(t=0, observation=obs, action=action, reward=0.0, score=0.0, sample_ids=[f"s{i}"])
-            trajectories.append(Trajectory(f"it{iteration}-e{i}", "candy_crush", "player_0", "player", 4,
-                                           steps=[step], samples=[sample]))
-        # a step without an act sample (a continuation's or a bot's move) is not a decision of the policy
-        bot_step = Step(t=0, observation=obs, action=best, reward=0.0, score=0.0)
-        trajectories.append(Trajectory("bot", "candy_crush", "player_0", "player", 4, steps=[bot_step]))
-        shard = Shard(f"it{iteration:05d}-w000-0000", iteration, 0, trajectories)
-        (tmp_path / "shards" / f"it{iteration:05d}-w000-0000.msgpack").write_bytes(encode_shard(shard))
+    # a bot's step there (no act sample) is not a decision of the policy: 4 decisions per iteration
+    write_act_shards(tmp_path, "candy_crush", 4, obs,
+                     {1: [other, other, best, other], 2: [best, best, best, other]}, best)
     rows = run_choices(tmp_path)
     assert [(r["iteration"], r["decisions"], r["most_clearing_share"]) for r in rows] == [(1, 4, 0.25),
                                                                                          (2, 4, 0.75)]

@@ -1,8 +1,10 @@
-"""A run's sampled `act` decisions, iteration by iteration, read from its msgpack shards: what the choice
-benchmarks (`benchmarks.candy_choices`, `benchmarks.merge_choices`) rank against the listed actions.
+"""What the choice benchmarks (`benchmarks.candy_choices`, `benchmarks.merge_choices`) share: fixed readings
+of a text that lists the legal actions with what each scores at once, played on a config's evaluation
+protocol beside the ruler's bots; a run's sampled `act` decisions, iteration by iteration, read from its
+msgpack shards and ranked by the game's own `decision`; and their command line.
 
-Why one reader: both benchmarks must count the same decisions (steps that sampled `act` and parsed), so a
-share in one is comparable with a share in the other.
+Why one place: both benchmarks must play the same protocol and count the same decisions (steps that sampled
+`act` and parsed), so a figure in one is comparable with a figure in the other.
 """
 
 from __future__ import annotations
@@ -10,6 +12,66 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+Reading = Callable[[list[str], list[int]], str]  # (legal actions, what each scores at once) -> the choice
+
+
+def play_reading(game: str, shown: dict[str, Any], info_key: str, choice: Reading, seeds: list[int],
+                 moves: int, env_kwargs: dict[str, Any]) -> list[float]:
+    """Scores of one fixed reading on the seeds, `moves` moves each, in the evaluation's env (its
+    `env_kwargs` plus `shown`, the text option that puts `info[info_key]` beside the legal actions)."""
+    import coplay_envs
+
+    scores = []
+    for seed in seeds:
+        env = coplay_envs.make_env(game, **{**env_kwargs, **shown})
+        _, info = env.reset(seed=seed)
+        for _ in range(moves):
+            if not info["legal_actions"]:
+                break
+            _, _, terminated, truncated, info = env.step(choice(info["legal_actions"], info[info_key]))
+            if terminated or truncated:
+                break
+        scores.append(float(info["score"]))
+    return scores
+
+
+def readings_table(config: str, game: str, readings: dict[str, tuple[str, Reading]], shown: dict[str, Any],
+                   info_key: str) -> dict[str, Any]:
+    """The fixed readings and the ruler's bots (`coplay.eval.ruler.play_bot`: the same seeds, horizon, env
+    options and bot seeding as every evaluation file's) on the config's evaluation protocol."""
+    from coplay.config import load_config
+    from coplay.eval.ruler import play_bot as play_ruler_bot
+    from coplay.eval.stats import summarize
+
+    cfg = load_config(config, [f"games=[{game}]"])
+    env_kwargs = dict(cfg.game[game].env_kwargs)
+    moves = cfg.eval.max_steps or cfg.rollout.max_steps or env_kwargs.get("max_moves")
+    if not moves:
+        raise ValueError(f"{config}: no evaluation horizon (eval.max_steps, rollout.max_steps or max_moves)")
+    seeds = [cfg.seeds.eval.start + i for i in range(cfg.eval.episodes)]
+    rows = {name: {"reads": reads, **summarize(play_reading(game, shown, info_key, choice, seeds, moves,
+                                                            env_kwargs)).as_dict()}
+            for name, (reads, choice) in readings.items()}
+    for bot in ("random", "heuristic", "expert"):
+        score = play_ruler_bot(cfg, bot, [game])[game]["score"]
+        rows[f"{bot} bot"] = {"reads": "the ruler's bot", **score}
+    return {"config": config, "seeds": [seeds[0], seeds[-1]], "moves": moves, "policies": rows}
+
+
+def readings_markdown(title: str, result: dict[str, Any]) -> list[str]:
+    """A choice benchmark's Markdown head: its title, command and, where scored, the readings' table."""
+    lines = [title, "", f"Command: `{result['command']}`", ""]
+    if "policies" in result:
+        p = result["policies"]
+        lines += [f"Fixed readings of the list on seeds {p['seeds'][0]}-{p['seeds'][1]}, "
+                  f"{p['moves']} moves:", "",
+                  "| policy | mean score (95% t) | what it plays |", "|---|---|---|"]
+        for name, row in p["policies"].items():
+            lines.append(f"| {name} | {row['mean']:.1f} [{row['ci_low']:.1f}, {row['ci_high']:.1f}] | "
+                         f"{row['reads']} |")
+        lines.append("")
+    return lines
 
 
 def act_decisions(run_dir: Path) -> Iterator[tuple[int, list[tuple[str, str]]]]:

@@ -4,9 +4,9 @@ The board block is four lines of four right-aligned cells (`.` = empty, otherwis
 `65536`), so `parse_board(render(...))` returns the exact position. Never imports `coplay` or gymnasium.
 
 With `points` (the env's `show_merges`) the legal moves line gives each move, in the fixed order up, down,
-left, right, followed by the points its merges score at once (`up: 0, down: 8, left: 4`): a player who
-looks at the board can work that out; a 135M model reading a 4x4 grid of numbers does not (docs/results.md).
-The best-scoring move is not simply the first one listed, so a player has to read the numbers to find it.
+left, right, followed by the points its merges score at once (`up: 0, down: 8, left: 4`): what a player who
+looks at the board can work out, put where a small model can read it. The best-scoring move is not simply
+the first one listed, so a player has to read the numbers to find it.
 """
 
 from __future__ import annotations

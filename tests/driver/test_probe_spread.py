@@ -93,3 +93,15 @@ def test_probe_positions_read_as_the_runs_games_do(tmp_path) -> None:
     assert [p.env_kwargs for p in plans] == expected
     assert all("max_moves" not in p.env_kwargs or p.env_kwargs["max_moves"] == pos.env_kwargs["max_moves"]
                for p, pos in zip(plans, probe.positions, strict=True))
+
+
+def test_a_2048_run_with_the_merges_shown_is_probed_on_texts_that_show_them() -> None:
+    from coplay.config import load_config
+    from coplay.config.base import ADAPTER_NAMES
+
+    probe = build_probe("2048", n=2, horizon=1, rollouts=1)
+    run_probe = RunProbe(probes={"2048": probe}, bots={})
+    cfg = load_config("launch/configs/learning-2048-from-base-merges.yaml")
+    plans = run_probe.plans(cfg, dict.fromkeys(ADAPTER_NAMES, 1), "probe-it0")
+    expected = [{**pos.env_kwargs, "show_merges": True} for pos in probe.positions]
+    assert [p.env_kwargs for p in plans] == expected

@@ -9,9 +9,14 @@ Why one place: both benchmarks must play the same protocol and count the same de
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import coplay_envs
 
 Reading = Callable[[list[str], list[int]], str]  # (legal actions, what each scores at once) -> the choice
 
@@ -20,8 +25,6 @@ def play_reading(game: str, shown: dict[str, Any], info_key: str, choice: Readin
                  moves: int, env_kwargs: dict[str, Any]) -> list[float]:
     """Scores of one fixed reading on the seeds, `moves` moves each, in the evaluation's env (its
     `env_kwargs` plus `shown`, the text option that puts `info[info_key]` beside the legal actions)."""
-    import coplay_envs
-
     scores = []
     for seed in seeds:
         env = coplay_envs.make_env(game, **{**env_kwargs, **shown})
@@ -93,22 +96,37 @@ def act_decisions(run_dir: Path) -> Iterator[tuple[int, list[tuple[str, str]]]]:
         yield iteration, decisions
 
 
-def choice_shares(run_dir: Path, rank: Callable[[str, str], dict[str, Any] | None],
-                  keys: tuple[str, ...]) -> list[dict[str, Any]]:
+def _shares(ranked: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, Any]:
+    n = max(len(ranked), 1)
+    positions = [r["position"] for r in ranked if r.get("position") is not None]
+    chances = [r["chance"] for r in ranked if r.get("chance") is not None]
+    row: dict[str, Any] = {"decisions": len(ranked)}
+    row.update({f"{k}_share": round(sum(int(bool(r[k])) for r in ranked) / n, 4) for k in keys})
+    if chances:
+        row["chance_share"] = round(sum(chances) / len(chances), 4)
+    row["reading_position_mean"] = round(sum(positions) / len(positions), 4) if positions else None
+    return row
+
+
+Subset = tuple[Callable[[dict[str, Any]], bool], tuple[str, ...]]  # (which ranked decisions, their keys)
+
+
+def choice_shares(run_dir: Path, rank: Callable[[str, str], dict[str, Any] | None], keys: tuple[str, ...],
+                  subsets: dict[str, Subset] | None = None) -> list[dict[str, Any]]:
     """Per iteration: how many decisions `rank` could place, the share of them for which each of `keys` is
     true, and the mean of its `position` (0 first listed, 1 last; None where the action was not legal) and,
-    where it gives one, of its `chance` (the share a uniformly random legal choice would have had)."""
+    where it gives one, of its `chance` (the share a uniformly random legal choice would have had). Each of
+    `subsets` adds, for the ranked decisions it selects, `decisions_where_<name>`, `<key>_share_where_<name>`
+    for its keys and `chance_share_where_<name>` (None without a chance). The shards are read, and each
+    decision ranked, once."""
     out = []
     for iteration, decisions in act_decisions(run_dir):
         ranked = [r for r in (rank(obs, action) for obs, action in decisions) if r is not None]
-        n = max(len(ranked), 1)
-        positions = [r["position"] for r in ranked if r.get("position") is not None]
-        chances = [r["chance"] for r in ranked if r.get("chance") is not None]
-        row: dict[str, Any] = {"iteration": iteration, "decisions": len(ranked)}
-        row.update({f"{k}_share": round(sum(int(bool(r[k])) for r in ranked) / n, 4) for k in keys})
-        if chances:
-            row["chance_share"] = round(sum(chances) / len(chances), 4)
-        row["reading_position_mean"] = round(sum(positions) / len(positions), 4) if positions else None
+        row = {"iteration": iteration, **_shares(ranked, keys)}
+        for name, (selects, subset_keys) in (subsets or {}).items():
+            sub = _shares([r for r in ranked if selects(r)], subset_keys)
+            row.update({f"{k}_where_{name}": sub.get(k)
+                        for k in ("decisions", *(f"{key}_share" for key in subset_keys), "chance_share")})
         out.append(row)
     return out
 
@@ -120,10 +138,6 @@ def choices_cli(argv: list[str] | None, module: str, doc: str, default_config: s
     """The command line both choice benchmarks share: `--policies` scores the fixed readings and the bots on
     `--config`'s evaluation protocol, `--run NAME=RUN_DIR` counts a run's choices, `--name` writes
     STEM.json and STEM.md under `--out`."""
-    import argparse
-    import json
-    import sys
-
     parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n\n")[0])
     parser.add_argument("--policies", action="store_true", help="score the fixed readings and the bots")
     parser.add_argument("--config", default=default_config,

@@ -67,23 +67,12 @@ def decision(observation: str, action: str) -> dict[str, Any] | None:
             "chance": len(best) / len(legal)}
 
 
-def _where_points_differ(observation: str, action: str) -> dict[str, Any] | None:
-    """`decision`, only where the legal moves do not all score the same (None elsewhere)."""
-    ranked = decision(observation, action)
-    return ranked if ranked is not None and ranked["chance"] < 1.0 else None
-
-
 def run_choices(run_dir: Path) -> list[dict[str, Any]]:
     """Per iteration of a run, the shares of its `act` decisions (steps that sampled `act`) by rank, and
     the same among the decisions where the listed points differ (`..._where_points_differ`): on a board
     where no move merges, every move scores the most, so only those decisions show a reading of the points."""
-    rows = choice_shares(run_dir, decision, RANKS)
-    differ = {r["iteration"]: r for r in choice_shares(run_dir, _where_points_differ, ("best_merge",))}
-    for row in rows:
-        d = differ.get(row["iteration"], {})
-        row.update({f"{k}_where_points_differ": d.get(k) for k in ("decisions", "best_merge_share",
-                                                                   "chance_share")})
-    return rows
+    return choice_shares(run_dir, decision, RANKS,
+                         {"points_differ": (lambda ranked: ranked["chance"] < 1.0, ("best_merge",))})
 
 
 def _share(x: float | None) -> str:

@@ -297,9 +297,10 @@ def test_show_merges_lists_each_legal_move_with_what_it_scores_and_changes_only_
                 assert apply_move(board_from_values(info_b["state"]["board"]), move)[1] == points
             assert parse_board(obs_b) == parse_board(obs_a)
             action = rng.choice(info_b["legal_actions"])
+            listed_points = info_b["merges"][info_b["legal_actions"].index(action)]
             obs_a, reward_a, *_, info_a = plain.step(action)
             obs_b, reward_b, *_, info_b = shown.step(action)
-            assert reward_a == reward_b
+            assert reward_a == reward_b == listed_points
     assert "Legal moves: none" in obs_b and "merges" in info_b and info_b["merges"] == []
 
 

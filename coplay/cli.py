@@ -286,10 +286,11 @@ def build_parser() -> argparse.ArgumentParser:
     prep.add_argument("--verify", action="store_true", help="also check every file's sha256")
     _add_config_args(prep)
     prep.set_defaults(func=_model_prepare)
-    p = sub.add_parser("demo", help="the demo run (launch/configs/demo-2048-smollm2.yaml): SmolLM2, 2048")
+    p = sub.add_parser("demo", help="the demo run (launch/configs/demo-candy_crush-smollm2.yaml): SmolLM2, "
+                                          "Candy Crush")
     p.add_argument("--config", default=None,
                    help="another demo config, e.g. launch/configs/demo-2048.yaml (the tiny model); "
-                        "default: launch/configs/demo-2048-smollm2.yaml")
+                        "default: launch/configs/demo-candy_crush-smollm2.yaml")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. loop.iterations=5")
     p.set_defaults(func=_demo)
     return parser

@@ -13,20 +13,39 @@ from coplay.eval.stats import summarize
 
 def test_the_closing_table_puts_the_run_beside_both_bots_on_the_same_protocol(tmp_path):
     cfg = load_config(DEMO_CONFIG, ["eval.episodes=3"])
+    (game,) = cfg.games
     assert bots_beside_run(tmp_path, cfg) == []  # no evaluation: nothing to compare
     run_score = summarize([20.0, 24.0, 37.0]).as_dict()
-    write_eval(tmp_path / "eval", "it00004", {"2048": {"episodes": 3, "score": run_score}}, {"iteration": 4})
+    write_eval(tmp_path / "eval", "it00004", {game: {"episodes": 3, "score": run_score}}, {"iteration": 4})
     lines = bots_beside_run(tmp_path, cfg)
     moves = cfg.eval.max_steps or cfg.rollout.max_steps
-    assert lines[0] == f"evaluation on 2048: 3 episodes on seeds.eval, {moves} moves, mean score [95% CI]"
+    assert lines[0] == f"evaluation on {game}: 3 episodes on seeds.eval, {moves} moves, mean score [95% CI]"
     assert "the run's adapters (iteration 4)" in lines[1]
     assert f"{run_score['mean']:9.1f}  [{run_score['ci_low']:.1f}, {run_score['ci_high']:.1f}]" in lines[1]
     assert lines[2].lstrip().startswith("random bot") and lines[3].lstrip().startswith("expert bot")
     for bot in ("random", "expert"):
         saved = json.loads((tmp_path / "eval" / f"bots-{bot}.json").read_text())
-        assert saved["meta"]["player"] == bot and saved["results"]["2048"]["episodes"] == 3
-    expert = json.loads((tmp_path / "eval" / "bots-expert.json").read_text())["results"]["2048"]["score"]
+        assert saved["meta"]["player"] == bot and saved["results"][game]["episodes"] == 3
+    expert = json.loads((tmp_path / "eval" / "bots-expert.json").read_text())["results"][game]["score"]
     assert f"{expert['mean']:9.1f}" in lines[3]
+
+
+def test_the_closing_table_shows_the_cold_start_and_the_final_policy_and_their_paired_change(tmp_path):
+    cfg = load_config(DEMO_CONFIG, ["eval.episodes=3"])
+    (game,) = cfg.games
+    seeds = [str(cfg.seeds.eval.start + i) for i in range(3)]
+    for it, scores in ((0, [20.0, 24.0, 37.0]), (2, [30.0, 35.0, 49.0])):
+        per_seed = dict(zip(seeds, scores, strict=True))
+        write_eval(tmp_path / "eval", f"it{it:05d}",
+                   {game: {"episodes": 3, "score": summarize(scores).as_dict(), "per_seed": per_seed}},
+                   {"iteration": it})
+    lines = bots_beside_run(tmp_path, cfg)
+    assert "the run's adapters (iteration 0)" in lines[1] and f"{27.0:9.1f}" in lines[1]
+    assert "the run's adapters (iteration 2)" in lines[2] and f"{38.0:9.1f}" in lines[2]
+    assert lines[3].lstrip().startswith("random bot") and lines[4].lstrip().startswith("expert bot")
+    # the protocol check of 3 seeds decides whether the change is claimed; either way it is named
+    change = [line for line in lines if "iteration 2" in line and "iteration 0" in line]
+    assert len(change) == 1 and ("+11.0" in change[0] or "no claim" in change[0])
 
 
 def _probe_file(folder, iteration: int, regrets: list[float], separate: bool = True) -> None:
@@ -92,3 +111,18 @@ def test_the_evaluation_change_from_the_cold_start_is_claimed_only_on_a_passing_
     (failed,) = _change_lines("2048", runs, {"passed": False, "reason": ""})
     assert "no claim, the protocol check did not pass" in failed and "measured" not in failed
     assert _change_lines("2048", runs[:1], {"passed": True, "reason": ""}) == []  # nothing to compare
+
+
+def test_make_demo_evaluates_the_cold_start_and_the_end_on_a_protocol_whose_bots_separate():
+    """The demo's own evaluation protocol passes the ruler's check (its bots played here on the same seeds
+    and horizon), and it evaluates and probes right after the cold start and after its last iteration."""
+    from coplay.eval.ruler import bot_results, protocol_check
+
+    cfg = load_config(DEMO_CONFIG)
+    assert cfg.model.name == "smollm2-135m-instruct"
+    assert cfg.eval.at_start and cfg.eval.every == cfg.probe.every == cfg.loop.iterations
+    assert cfg.eval.temperature == 0.0  # greedy: the cold start and the end differ by policy, not by draw
+    bots, _ = bot_results(cfg)
+    checks = protocol_check(bots)
+    assert set(checks) == set(cfg.games)
+    assert all(check["passed"] for check in checks.values()), checks

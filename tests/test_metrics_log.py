@@ -32,6 +32,16 @@ def test_an_iteration_line_says_which_versions_its_rollouts_and_its_evaluation_u
         "  evaluation on seeds.eval: 2048 14.5 [9.1, 19.9]; adapters act@v2 retrieve@v2"]
 
 
+def test_an_iteration_without_a_finished_bank_update_does_not_call_the_banks_empty():
+    """Iteration 1 of the demo ran on a seed bank of 6 skills, and its line said `skills per bank: none`
+    because no bank update had finished yet."""
+    record = {"episodes": 4, "scores": {"candy_crush": {"mean": 43.0}}, "versions": {"act": 1},
+              "bank_versions": {"candy_crush": 2}, "bank_sizes": {}}
+    assert console_line(1, record).splitlines()[1:] == [
+        "  rollouts on adapters act@v1; bank versions candy_crush v2",
+        "  skills per bank: no bank update finished during this iteration"]
+
+
 def test_the_cold_start_line_is_not_an_empty_iteration():
     record = {"cold_start": {"sft": {}}, "versions": {"act": 1}, "bank_versions": {"2048": 0},
               "eval": {"2048": {"score": {"mean": 9.0, "ci_low": 5.0, "ci_high": 13.0}}}}

@@ -1,13 +1,15 @@
-"""`make demo` (`coplay demo`): the main job on embedded defaults — a short co-evolution on 2048 with a real
-pretrained instruct model, SmolLM2-135M-Instruct from the model catalogue, on CPU, configured by
-`launch/configs/demo-2048-smollm2.yaml`; `coplay demo --config launch/configs/demo-2048.yaml` is the same run
-on the random-weight tiny model (what the tests start from).
+"""`make demo` (`coplay demo`): the main job on embedded defaults — a short co-evolution on Candy Crush with a
+real pretrained instruct model, SmolLM2-135M-Instruct from the model catalogue, on CPU, configured by
+`launch/configs/demo-candy_crush-smollm2.yaml`; `coplay demo --config launch/configs/demo-2048.yaml` is the
+same kind of run on 2048 with the random-weight tiny model (what the tests start from).
 
 Cold-start SFT from the expert bot (with the deterministic seed bank labelling retrieval and bank decisions),
 then a few iterations of rollouts through the vLLM CPU engine, skill-bank updates and GRPO on DeepSpeed,
 all on a local Ray instance bound to loopback. It leaves a run folder under `runs/` with metrics, TensorBoard
-logs, checkpoints, banks, the bank report, a score plot and the run report, and prints where they are.
-Extra dotted overrides on the command line change any setting (`coplay demo loop.iterations=5`).
+logs, checkpoints, banks, the bank report, a score plot and the run report, and prints where they are, then
+its rulers: the cold start's and the final policy's evaluation beside the bots on the same protocol (whose
+check must pass for a claim) and their probe. Extra dotted overrides on the command line change any setting
+(`coplay demo loop.iterations=5`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-DEMO_CONFIG = Path(__file__).resolve().parents[2] / "launch" / "configs" / "demo-2048-smollm2.yaml"
+DEMO_CONFIG = Path(__file__).resolve().parents[2] / "launch" / "configs" / "demo-candy_crush-smollm2.yaml"
 
 
 def score_figure(run_root: Path) -> Any:
@@ -53,21 +55,24 @@ def score_plot(run_root: Path) -> Path:
 
 
 def bots_beside_run(run_root: Path, cfg: Any) -> list[str]:
-    """The closing table: the run's last evaluation (`eval/it<k>.json`) next to the random and expert bots
-    (2048: also the fixed-order heuristic) played on the same protocol (`eval` section: seeds, episodes,
-    horizon) by the ruler (`coplay.eval.ruler`: read from the run's `eval/bots-<bot>.json` where the loop
-    wrote them, else played here and written there), the paired difference to each bot, and one closing line
-    per game: the difference to the expert bot where the protocol check passed, else that it failed and the
-    table is not a result. [] when the run made no evaluation."""
+    """The closing table: the run's first (the cold start's, where `eval.at_start`) and last evaluations
+    (`eval/it<k>.json`) next to the random and expert bots (2048: also the fixed-order heuristic) played on
+    the same protocol (`eval` section: seeds, episodes, horizon) by the ruler (`coplay.eval.ruler`: read
+    from the run's `eval/bots-<bot>.json` where the loop wrote them, else played here and written there),
+    the paired difference of the last to each bot, and one closing line per game: the difference to the
+    expert bot where the protocol check passed, else that it failed and the table is not a result; then the
+    last minus the first. [] when the run made no evaluation."""
     from coplay.eval.ruler import FAILED_LABEL, bot_results, protocol_check, vs_bots
 
     runs = sorted((run_root / "eval").glob("it*.json"))
     if not runs:
         return []
-    last = json.loads(runs[-1].read_text())
+    evaluations = [json.loads(p.read_text()) for p in sorted({runs[0], runs[-1]})]
+    last = evaluations[-1]
     bots, _ = bot_results(cfg, list(last["results"]), out_dir=run_root / "eval")
     checks, paired = protocol_check(bots), vs_bots(last["results"], bots)
-    rows = [(f"the run's adapters (iteration {last['meta'].get('iteration', '?')})", last["results"]),
+    rows = [*((f"the run's adapters (iteration {e['meta'].get('iteration', '?')})", e["results"])
+              for e in evaluations),
             *((f"{bot} bot", results) for bot, results in bots.items())]
     steps = cfg.eval.max_steps or cfg.rollout.max_steps
     lines = []

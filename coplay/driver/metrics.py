@@ -124,7 +124,10 @@ def console_line(iteration: int, record: dict[str, Any]) -> str:
         lines = [f"[bold]it {iteration}[/]: {record.get('episodes', 0)} episodes, mean score {scores}, "
                  f"{record.get('generated_tokens_per_s', 0):.0f} tok/s",
                  f"  rollouts on adapters {versions}; bank versions {banks}",
-                 f"  skills per bank: {_per_key(record.get('bank_sizes', {}))}"
+                 # sizes come from the bank updates that finished during this iteration: without one, the
+                 # banks are those of the versions above, not empty
+                 (f"  skills per bank: {_per_key(sizes)}" if (sizes := record.get("bank_sizes")) else
+                  "  skills per bank: no bank update finished during this iteration")
                  + (f"; bank operations applied: {_per_key(applied)}"
                     if (applied := record.get("maintenance", {}).get("applied")) else "")]
         used = record.get("eval_versions")

@@ -28,7 +28,8 @@ SELFPLAY_CONFIGS = [CONFIGS / "diplomacy-selfplay.yaml", CONFIGS / "avalon-selfp
 ALL_CONFIGS = GAME_CONFIGS + TINY_CONFIGS + SELFPLAY_CONFIGS
 # `coplay demo` and `python -m benchmarks.learning` (which extends the demo's): their own local Ray
 LOCAL_CONFIGS = [CONFIGS / "cpu-2048-learning.yaml", CONFIGS / "demo-2048.yaml",
-                 CONFIGS / "demo-2048-smollm2.yaml", CONFIGS / "tiny-2048-maintenance.yaml"]
+                 CONFIGS / "demo-2048-smollm2.yaml", CONFIGS / "demo-candy_crush-smollm2.yaml",
+                 CONFIGS / "tiny-2048-maintenance.yaml"]
 # `python -m benchmarks.coevolution` (the ablation, docs/ablations.md): SmolLM2 on the local machine
 COEVOLUTION_CONFIGS = [CONFIGS / "coevolution-2048.yaml", CONFIGS / "coevolution-tetris.yaml",
                        CONFIGS / "coevolution-candy_crush.yaml"]

@@ -12,9 +12,10 @@ import pytest
 
 from coplay.cli import main
 from coplay.config import load_config
-from coplay.driver.demo import DEMO_CONFIG
 from coplay.files import write_json_atomic
 from coplay.runs import RunDir
+
+CONFIG = Path(__file__).resolve().parents[2] / "launch" / "configs" / "demo-2048-smollm2.yaml"
 
 
 def _run(args: list[str], capsys) -> str:
@@ -26,8 +27,8 @@ def _run(args: list[str], capsys) -> str:
 
 @pytest.fixture
 def demo_run(tmp_path) -> RunDir:
-    """A run folder with the demo's resolved config (2048, 8 evaluation seeds, 8 moves)."""
-    cfg = load_config(DEMO_CONFIG, [])
+    """A run folder with the 2048 SmolLM2 demo's resolved config (8 evaluation seeds, 8 moves)."""
+    cfg = load_config(CONFIG, [])
     assert (cfg.eval.episodes, cfg.eval.max_steps or cfg.rollout.max_steps) == (8, 8)
     return RunDir.create(tmp_path, "demo", cfg.to_yaml())
 

@@ -19,7 +19,7 @@ commit, config sizes and seconds per run; run folders stay under `run.out_dir`.
     python -m benchmarks.coevolution --quick     # tiny model, 2 iterations, 2 variants: a smoke in ~1 minute
 
 Config per game: `--config PATH` (with `games=[<game>]`), else launch/configs/coevolution-<game>.yaml; dotted
-overrides after the options apply to every run. `sft_final_bank` reads the bank of `--bank-from RUN_DIR`, or,
+overrides after the options apply to every run (`eval.at_start=false` skips the cold start's evaluation). `sft_final_bank` reads the bank of `--bank-from RUN_DIR`, or,
 when `full` ran first in the same call, that run's final bank.
 """
 
@@ -79,8 +79,10 @@ def run_variant(config: str, game: str, variant: str, overrides: list[str]) -> d
     from coplay.driver.phases import run_totals
     from coplay.runs import RunDir
 
-    cfg = load_config(config, [f"games=[{game}]", *overrides, f"ablation.variant={variant}",
-                               "eval.at_start=true", f"run.name=coevolution-{game}-{variant}"])
+    # iteration 0 (the cold start) is evaluated unless an override says `eval.at_start=false`: an arm whose
+    # cold start is the base model played greedily, already evaluated on the same seeds by another arm
+    cfg = load_config(config, [f"games=[{game}]", "eval.at_start=true", *overrides,
+                               f"ablation.variant={variant}", f"run.name=coevolution-{game}-{variant}"])
     if variant != "base" and not cfg.ablation.trains_grpo and not cfg.ablation.updates_bank:
         # nothing changes between iterations (no learner step, no bank update): one iteration evaluates the
         # same policy the longer runs would, for a fraction of the time

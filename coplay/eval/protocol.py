@@ -81,10 +81,24 @@ def seed_key(traj: Trajectory, multi_seat: bool) -> str:
     return f"{traj.seed}:{traj.seat}" if multi_seat else str(traj.seed)
 
 
+def call_counts(trajectories: list[Trajectory]) -> dict[str, dict[str, int]]:
+    """Per adapter, the model calls the trajectories' decisions took and their prompt and completion tokens
+    ({} for bots). An evaluation's seconds depend on them: a decision is an `act` call, plus a `retrieve`
+    call where the active skill ended, so two evaluations of the same seeds can take different calls."""
+    out: dict[str, dict[str, int]] = {}
+    for sample in (s for t in trajectories for s in t.samples):
+        row = out.setdefault(sample.adapter, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
+        row["calls"] += 1
+        row["prompt_tokens"] += len(sample.prompt_ids)
+        row["completion_tokens"] += len(sample.completion_ids)
+    return dict(sorted(out.items()))
+
+
 def summarize_eval(trajectories: list[Trajectory]) -> dict[str, Any]:
     """Per game: score summary and each episode's score by start seed (`per_seed`, `seed_key`), so two
     evaluations on the same seeds can be compared seed by seed (`coplay.eval.stats.paired_difference`);
-    Avalon: win rates per side and role (Wilson 95%); Diplomacy: per power."""
+    the model calls its decisions took (`calls`, model seats only); Avalon: win rates per side and role
+    (Wilson 95%); Diplomacy: per power."""
     import coplay_envs
 
     out: dict[str, Any] = {}
@@ -95,6 +109,8 @@ def summarize_eval(trajectories: list[Trajectory]) -> dict[str, Any]:
                                  "score": summarize([t.score for t in trajs]).as_dict(),
                                  "per_seed": {seed_key(t, multi): t.score
                                               for t in sorted(trajs, key=lambda t: (t.seed, t.seat))}}
+        if calls := call_counts(trajs):
+            entry["calls"] = calls
         if game == "avalon":
             groups: dict[str, list[bool]] = {}
             for t in trajs:

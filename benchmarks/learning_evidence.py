@@ -138,13 +138,16 @@ def _probe_regrets(run_dir: str | None, game: str) -> tuple[dict[int, float], di
     return first, last
 
 
-def compare_arms(arms: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def compare_arms(arms: dict[str, dict[str, Any]], shared_cold_start: bool = False) -> dict[str, Any]:
     """Several learning runs of one game on one protocol (name -> their `benchmarks.coevolution` results
     entry): per arm its final evaluation and probe minus its cold start (paired), its minutes; and every
     later arm minus the first, paired over the evaluation seeds and over the probe positions, at the cold
     start and at the end, so "which learned more in the same minutes" has an interval and a difference that
     was there before any learner step (another observation text, another SFT) is told apart from one GRPO
-    made. Arms must share the evaluation seeds and the probe."""
+    made. Arms must share the evaluation seeds and the probe. With `shared_cold_start` (arms whose cold start
+    is one policy played greedily on the same seeds, e.g. the base model: the same game on every seed), an
+    arm that skipped its own cold-start evaluation (`eval.at_start=false`) is paired against the first
+    arm's, and its row names it (`cold_start_from`)."""
     from benchmarks.coevolution import paired
     from coplay.eval.stats import paired_difference
 
@@ -158,10 +161,12 @@ def compare_arms(arms: dict[str, dict[str, Any]]) -> dict[str, Any]:
     for name, run in arms.items():
         if run["game"] != game:
             raise SystemExit(f"arm {name}: game {run['game']}, not {game}")
-        cold = cold_start(run)
+        cold, cold_from = cold_start(run), None
+        if cold is None and shared_cold_start and cold_start(first) is not None and name != first_name:
+            cold, cold_from = cold_start(first), first_name
         rows[name] = {"run_dir": run.get("run_dir"), "final": {k: run["final"][k] for k in ("mean", "ci_low",
                                                                                         "ci_high", "n")},
-                      "final_iteration": run["final"]["iteration"],
+                      "final_iteration": run["final"]["iteration"], "cold_start_from": cold_from,
                       "eval_minus_cold_start": paired(cold, run["final"]),
                       "probe_minus_cold_start": (run.get("probe") or {}).get("paired_last_minus_first"),
                       "time_split": run.get("time_split"), "sizes": run.get("sizes")}
@@ -196,8 +201,9 @@ def compare_markdown(result: dict[str, Any], command: str) -> str:
              "|---|---|---|---|---|---|"]
     for name, row in result["arms"].items():
         f, t = row["final"], row["time_split"] or {}
+        borrowed = f" (cold start of {row['cold_start_from']})" if row.get("cold_start_from") else ""
         lines.append(f"| {name} | {f['mean']:.1f} [{f['ci_low']:.1f}, {f['ci_high']:.1f}] "
-                     f"({row['final_iteration']}) | {cell(row['eval_minus_cold_start'])} | "
+                     f"({row['final_iteration']}) | {cell(row['eval_minus_cold_start'])}{borrowed} | "
                      f"{cell(row['probe_minus_cold_start'])} | {t.get('training_s', '-')} | "
                      f"{t.get('measuring_s', '-')} |")
     lines += ["", "| comparison | cold-start eval (paired over seeds) | cold-start probe regret (paired over "
@@ -221,12 +227,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arm", action="append", required=True, metavar="NAME=RESULTS_JSON")
     parser.add_argument("--name", required=True)
     parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--shared-cold-start", action="store_true",
+                        help="an arm without its own cold-start evaluation (eval.at_start=false) is paired "
+                             "against the first arm's: only for one policy played greedily on the same seeds")
     args = parser.parse_args(argv)
     arms = {}
     for spec in args.arm:
         name, _, path = spec.partition("=")
         arms[name] = json.loads(Path(path).read_text())["runs"][0]
-    result = compare_arms(arms)
+    result = compare_arms(arms, shared_cold_start=args.shared_cold_start)
     command = "python -m benchmarks.learning_evidence " + " ".join(sys.argv[1:] if argv is None else argv)
     result["command"] = command
     out = Path(args.out)

@@ -74,3 +74,33 @@ def test_arms_are_compared_paired_over_seeds_and_probe_positions(tmp_path):
     assert versus["cold_start_eval"]["difference"] == 1.0
     assert versus["cold_start_probe_regret"]["difference"] == -0.75
     assert "| episode minus state | +1.00 [" in compare_markdown(result, "cmd")
+
+
+def test_an_arm_without_its_own_cold_start_evaluation_borrows_the_first_arms_only_when_told(tmp_path):
+    """The 2048 episode arm skipped its cold start's evaluation (eval.at_start=false): its cold start is the
+    base model played greedily on the same seeds, which the state arm evaluated. Only with
+    `shared_cold_start` is it paired against that evaluation, and the row says whose it is."""
+    from benchmarks.learning_evidence import compare_arms, compare_markdown
+
+    def arm(name: str, scores: list[float], with_cold: bool) -> dict:
+        root = tmp_path / name
+        root.mkdir()
+        _probe(root, 0, [30.0, 28.0, 26.0, 24.0])
+        _probe(root, 8, [20.0, 18.0, 17.0, 15.0])
+        cold = {"iteration": 0, "per_seed": {"1": 10.0, "2": 20.0, "3": 30.0}}
+        final = {"iteration": 8, "mean": sum(scores) / 3, "ci_low": 0.0, "ci_high": 50.0, "n": 3,
+                 "per_seed": dict(zip(("1", "2", "3"), scores, strict=True))}
+        return {"game": "2048", "run_dir": str(root), "curve": [cold, final] if with_cold else [final],
+                "final": final, "probe": probe_evidence(root, "2048"), "protocol_check": {"passed": True}}
+
+    arms = {"state": arm("s", [12.0, 23.0, 31.0], True), "episode": arm("e", [14.0, 22.0, 36.0], False)}
+    alone = compare_arms(arms)
+    assert alone["arms"]["episode"]["eval_minus_cold_start"] is None
+    shared = compare_arms(arms, shared_cold_start=True)
+    row = shared["arms"]["episode"]
+    assert row["eval_minus_cold_start"]["difference"] == 4.0 and row["cold_start_from"] == "state"
+    assert shared["arms"]["state"]["cold_start_from"] is None
+    # not measured twice, so no cold-start difference between the arms is claimed
+    assert shared["versus_first"]["episode minus state"]["cold_start_eval"] is None
+    text = compare_markdown(shared, "cmd")
+    assert "+4.00 [" in text and "(cold start of state)" in text

@@ -84,7 +84,7 @@ def seed_key(traj: Trajectory, multi_seat: bool) -> str:
 def call_counts(trajectories: list[Trajectory]) -> dict[str, dict[str, int]]:
     """Per adapter, the model calls the trajectories' decisions took and their prompt and completion tokens
     ({} for bots). An evaluation's seconds depend on them: a decision is an `act` call, plus a `retrieve`
-    call at the first move, every `rollout.retrieve_every` moves and where the active skill ended, so two
+    call at every move where no skill is active and every `rollout.retrieve_every` moves, so two
     evaluations of the same seeds can take different calls."""
     out: dict[str, dict[str, int]] = {}
     for sample in (s for t in trajectories for s in t.samples):

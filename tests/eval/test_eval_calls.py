@@ -1,7 +1,7 @@
 """An evaluation counts its model calls: how many `act` and `retrieve` calls its decisions took and their
 prompt and completion tokens, per game. Why: the demo's 48-decision evaluation took 106 to 167 s on the same
 machine, and a decision is an `act` call plus a `retrieve` call only at some moves (the first, every
-`rollout.retrieve_every`, where the active skill ended), so two evaluations' seconds compare only beside
+`rollout.retrieve_every`, wherever no skill is active), so two evaluations' seconds compare only beside
 their calls."""
 
 from __future__ import annotations

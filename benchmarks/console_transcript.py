@@ -5,10 +5,11 @@ DeepSpeed, torch's C++ warnings, Python warnings, make/pip) and the longest stre
     python -m benchmarks.console_transcript --fresh-clone --out benchmarks/results/demo-transcript
 
 writes `<out>.txt` (each line prefixed with its arrival time in seconds) and `<out>.json` (the command, the
-commit, wall time, exit code, counts by source, the longest silence with the lines around it, and the final
-summary: the lines from `run folder:` on), and prints the JSON. Sources are told apart by the format each
-library logs in (vLLM's `INFO 12-06 09:00:00 [file.py:12]`, Ray's `... INFO worker.py:12 -- ...`, the
-`(Actor pid=N)` prefix of a line an actor printed, which is stripped first); a line none of them claims is
+commit, wall time, exit code, counts by source, the longest silence with the lines around it, the final
+summary: the lines from `run folder:` on, and `rulers`: the run's evaluations and probes as figures, each
+beside the random and expert bots on the same protocol), and prints the JSON. Sources are told apart by the
+format each library logs in (vLLM's `INFO 12-06 09:00:00 [file.py:12]`, Ray's `... INFO worker.py:12 -- ...`,
+the `(Actor pid=N)` prefix of a line an actor printed, which is stripped first); a line none of them claims is
 counted as coplay's, so "coplay" is an upper bound on coplay's own share. `PYTHONUNBUFFERED=1` is set, so a
 silence is the program's, not a pipe buffer's. Standard library only.
 """
@@ -135,6 +136,55 @@ def summarize(lines: list[tuple[float, str]], arrivals: list[float], code: int, 
             "final_summary": texts[starts[-1]:] if starts else texts[-20:]}
 
 
+def rulers(run_root: Path) -> dict[str, Any] | None:
+    """The run's evaluations and probes as figures (`eval/it<k>.json`, `eval/probe-it<k>.json`), each score
+    beside the random and expert bots on the same seeds or positions (an evaluation file's protocol check,
+    a probe file's bots) so the transcript never carries a score alone; None when the run has neither."""
+    folder = run_root / "eval"
+    evaluations, probes = [], []
+    for path in sorted(folder.glob("it*.json")) if folder.is_dir() else []:
+        body = json.loads(path.read_text())
+        checks = (body["meta"].get("protocol_check") or {}).get("games", {})
+        games = {}
+        for game, entry in body["results"].items():
+            check = checks.get(game, {})
+            games[game] = {"score": entry.get("score"),
+                           **({"calls": entry["calls"]} if "calls" in entry else {}),
+                           "bots": {b: check[b] for b in ("random", "expert", "heuristic") if b in check},
+                           "protocol_check_passed": check.get("passed"),
+                           "vs_bots": (body["meta"].get("vs_bots") or {}).get(game)}
+        evaluations.append({"file": path.name, "iteration": body["meta"].get("iteration"), "games": games})
+    for path in sorted(folder.glob("probe-it*.json")) if folder.is_dir() else []:
+        body = json.loads(path.read_text())
+        games = {game: {who: {"mean_regret": entry[who]["mean_regret"], "regret": entry[who].get("regret"),
+                              "n": entry[who].get("n")} for who in ("model", "random", "expert")}
+                 | {"bots_separate": entry.get("bots_separate")} for game, entry in body["results"].items()}
+        probes.append({"file": path.name, "iteration": body["meta"].get("iteration"), "games": games})
+    return {"evaluations": evaluations, "probes": probes} if evaluations or probes else None
+
+
+def run_folder(final_summary: list[str], cwd: Path) -> Path | None:
+    """The run folder the demo printed (`run folder:   runs/...`), under the command's working directory."""
+    for text in final_summary:
+        if text.startswith(SUMMARY_START):
+            return cwd / text[len(SUMMARY_START):].strip()
+    return None
+
+
+def add_rulers(summary: Path, ran_in: Path) -> int:
+    """Add the run folder's `rulers` to a summary JSON written before (its measured fields stay as they
+    were); 1 when the folder it names is gone or holds no evaluation or probe."""
+    result = json.loads(summary.read_text())
+    folder = run_folder(result["final_summary"], ran_in)
+    found = rulers(folder) if folder is not None else None
+    if found is None:
+        print(f"{summary}: no evaluation or probe in {folder}", file=sys.stderr)
+        return 1
+    result["rulers"] = found
+    summary.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
 def recount(txt: Path) -> int:
     """Summarize a saved `<out>.txt` again with today's classifier, updating `<out>.json` (its command,
     commit, exit code and wall time are kept)."""
@@ -162,10 +212,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="path stem of the .txt transcript and the .json summary")
     parser.add_argument("--recount", metavar="TXT",
                         help="summarize a transcript written before (its line times stand for the arrivals)")
+    parser.add_argument("--add-rulers", nargs=2, metavar=("JSON", "DIR"),
+                        help="add `rulers` to a summary written before, from the run folder its command made "
+                             "in DIR (e.g. the --clone-into DIR); nothing else in it changes")
     parser.add_argument("command", nargs="*", default=["make", "demo"])
     args = parser.parse_args(argv)
     if args.recount:
         return recount(Path(args.recount))
+    if args.add_rulers:
+        return add_rulers(Path(args.add_rulers[0]), Path(args.add_rulers[1]))
     root = Path(__file__).resolve().parents[1]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
                             text=True, check=True).stdout.strip()
@@ -175,10 +230,13 @@ def main(argv: list[str] | None = None) -> int:
             cwd = Path(args.clone_into) if args.clone_into else Path(tmp) / "coplay"
             subprocess.run(["git", "clone", "--quiet", str(root), str(cwd)], check=True)
         lines, arrivals, code, wall = run_and_record(args.command, cwd)
+        result = summarize(lines, arrivals, code, wall, args.command, commit)
+        folder = run_folder(result["final_summary"], cwd)
+        if folder is not None and (found := rulers(folder)):
+            result["rulers"] = found  # read before a temporary clone goes
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".txt").write_text("".join(f"[{t:7.1f}s] {text}\n" for t, text in lines))
-    result = summarize(lines, arrivals, code, wall, args.command, commit)
     result["fresh_clone"] = args.fresh_clone
     out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))

@@ -40,3 +40,39 @@ def test_the_summary_counts_the_demo_apart_from_the_install_and_keeps_the_final_
     assert result["by_source"] == {"make/pip": 2, "coplay": 3, "vllm": 1}
     assert result["after_install"]["lines"] == 4 and result["after_install"]["coplay_share"] == 0.75
     assert result["final_summary"] == ["run folder:   runs/demo", "demo finished in 5 s"]
+
+
+def test_the_rulers_block_puts_each_score_beside_the_bots_on_the_same_protocol(tmp_path):
+    """A demo's evaluations and probes in the transcript JSON as figures, each with the random and expert
+    bots played on the same seeds or positions and the protocol check, never a score alone."""
+    import json
+
+    from benchmarks.console_transcript import rulers
+
+    run = tmp_path / "runs" / "demo-1"
+    (run / "eval").mkdir(parents=True)
+    check = {"passed": True, "games": {"candy_crush": {
+        "passed": True, "reason": "r", "random": {"mean": 66.4, "ci95": [39.3, 93.5], "n": 8},
+        "expert": {"mean": 193.1, "ci95": [145.8, 240.4], "n": 8}}}}
+    for it, mean in ((0, 50.2), (2, 57.8)):
+        vs = {"candy_crush": {"random": {}}}
+        body = {"meta": {"iteration": it, "protocol_check": check, "vs_bots": vs},
+                "results": {"candy_crush": {"episodes": 8, "score": {"mean": mean, "ci_low": 1.0,
+                                                                     "ci_high": 2.0, "n": 8},
+                                            "per_seed": {"1000000": mean}}}}
+        (run / "eval" / f"it{it:05d}.json").write_text(json.dumps(body))
+        regret = {"mean_regret": 24.0 + it, "regret": {"ci_low": 19.0, "ci_high": 29.0}, "n": 16}
+        probe = {"meta": {"iteration": it}, "results": {"candy_crush": {
+            "model": regret, "random": {**regret, "mean_regret": 25.35},
+            "expert": {**regret, "mean_regret": 8.04}, "bots_separate": True}}}
+        (run / "eval" / f"probe-it{it:05d}.json").write_text(json.dumps(probe))
+    block = rulers(run)
+    first, last = block["evaluations"]
+    assert (first["iteration"], last["iteration"]) == (0, 2)
+    game = last["games"]["candy_crush"]
+    assert game["score"]["mean"] == 57.8 and game["bots"]["random"]["mean"] == 66.4
+    assert game["bots"]["expert"]["mean"] == 193.1 and game["protocol_check_passed"] is True
+    probe = block["probes"][-1]["games"]["candy_crush"]
+    regrets = [probe[who]["mean_regret"] for who in ("model", "random", "expert")]
+    assert regrets == [26.0, 25.35, 8.04] and probe["bots_separate"]
+    assert rulers(tmp_path / "nothing") is None

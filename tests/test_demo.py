@@ -31,21 +31,22 @@ def test_the_closing_table_puts_the_run_beside_both_bots_on_the_same_protocol(tm
 
 
 def test_the_closing_table_shows_the_cold_start_and_the_final_policy_and_their_paired_change(tmp_path):
-    cfg = load_config(DEMO_CONFIG, ["eval.episodes=3"])
+    cfg = load_config(DEMO_CONFIG)  # its own 8 seeds: the protocol check passes, so the change is claimed
     (game,) = cfg.games
-    seeds = [str(cfg.seeds.eval.start + i) for i in range(3)]
-    for it, scores in ((0, [20.0, 24.0, 37.0]), (2, [30.0, 35.0, 49.0])):
+    seeds = [str(cfg.seeds.eval.start + i) for i in range(cfg.eval.episodes)]
+    cold = [20.0, 24.0, 37.0, 41.0, 18.0, 30.0, 25.0, 33.0]
+    for it, scores in ((0, cold), (2, [x + 11.0 + (i % 2) for i, x in enumerate(cold)])):
         per_seed = dict(zip(seeds, scores, strict=True))
-        write_eval(tmp_path / "eval", f"it{it:05d}",
-                   {game: {"episodes": 3, "score": summarize(scores).as_dict(), "per_seed": per_seed}},
-                   {"iteration": it})
+        entry = {"episodes": len(scores), "score": summarize(scores).as_dict(), "per_seed": per_seed}
+        write_eval(tmp_path / "eval", f"it{it:05d}", {game: entry}, {"iteration": it})
     lines = bots_beside_run(tmp_path, cfg)
-    assert "the run's adapters (iteration 0)" in lines[1] and f"{27.0:9.1f}" in lines[1]
-    assert "the run's adapters (iteration 2)" in lines[2] and f"{38.0:9.1f}" in lines[2]
+    assert "the run's adapters (iteration 0)" in lines[1] and f"{sum(cold) / 8:9.1f}" in lines[1]
+    assert "the run's adapters (iteration 2)" in lines[2] and f"{sum(cold) / 8 + 11.5:9.1f}" in lines[2]
     assert lines[3].lstrip().startswith("random bot") and lines[4].lstrip().startswith("expert bot")
-    # the protocol check of 3 seeds decides whether the change is claimed; either way it is named
-    change = [line for line in lines if "iteration 2" in line and "iteration 0" in line]
-    assert len(change) == 1 and ("+11.0" in change[0] or "no claim" in change[0])
+    assert "protocol check passed" in "\n".join(lines)
+    # differences of 11 and 12 on alternate seeds: mean 11.5, s = 0.535, 95% t half-width 0.45
+    assert lines[-1].startswith(f"  {game}: iteration 2 minus iteration 0 (paired, 95% t): a gain was "
+                                f"measured: score +11.50 [11.05, 11.95] over 8 pairs")
 
 
 def _probe_file(folder, iteration: int, regrets: list[float], separate: bool = True) -> None:

@@ -34,7 +34,8 @@ LOCAL_CONFIGS = [CONFIGS / "cpu-2048-learning.yaml", CONFIGS / "demo-2048.yaml",
 COEVOLUTION_CONFIGS = [CONFIGS / "coevolution-2048.yaml", CONFIGS / "coevolution-tetris.yaml",
                        CONFIGS / "coevolution-candy_crush.yaml"]
 # `python -m benchmarks.skill_sp` (docs/curriculum.md): SmolLM2 on the local machine
-CURRICULUM_CONFIGS = [CONFIGS / "curriculum-2048-smollm2.yaml"]
+CURRICULUM_CONFIGS = [CONFIGS / "curriculum-2048-smollm2.yaml",
+                      CONFIGS / "curriculum-candy_crush-smollm2.yaml"]
 # learning runs (does the policy beat its cold start, issue 36): SmolLM2 on the local machine, float32
 LEARNING_CONFIGS = [CONFIGS / "learning-candy_crush.yaml", CONFIGS / "learning-candy_crush-clears.yaml",
                     CONFIGS / "learning-candy_crush-from-base.yaml",
@@ -107,6 +108,21 @@ def test_the_curriculum_config_runs_the_curriculum_on_smollm2_with_constrained_t
     assert cfg.curriculum.enabled and cfg.curriculum.constrained_tasks and cfg.rollout.constrained_actions
     assert cfg.model.name == "smollm2-135m-instruct" and cfg.loop.iterations >= 5  # the issue's 5 iterations
     assert "propose" in cfg.active_adapters
+
+
+def test_the_candy_curriculum_config_measures_the_solver_on_the_demo_ruler():
+    """The Candy Crush Skill-SP arms evaluate the cold start and the last iteration on the demo's protocol
+    (whose bots separate) and probe both; task bounds stay within the game's moves."""
+    from coplay.config import require_trainable
+
+    cfg, demo = load_config(CURRICULUM_CONFIGS[1]), load_config(CONFIGS / "demo-candy_crush-smollm2.yaml")
+    require_trainable(cfg)
+    assert cfg.curriculum.enabled and cfg.curriculum.constrained_tasks and "propose" in cfg.active_adapters
+    assert cfg.eval.at_start and cfg.loop.iterations % cfg.eval.every == 0
+    assert cfg.probe.every and cfg.loop.iterations % cfg.probe.every == 0
+    assert (cfg.eval.episodes, cfg.eval.max_steps, cfg.eval.temperature, cfg.probe.positions) == (
+        demo.eval.episodes, demo.eval.max_steps, demo.eval.temperature, demo.probe.positions)
+    assert cfg.curriculum.max_bound <= cfg.game["candy_crush"].env_kwargs["max_moves"]
 
 
 @pytest.mark.parametrize("path", COEVOLUTION_CONFIGS, ids=lambda p: p.stem)

@@ -66,3 +66,59 @@ def test_a_stopped_run_ends_the_benchmark_with_its_one_line_and_exit_code(capsys
     assert run_main("python -m benchmarks.skill_sp", main) == 130
     assert capsys.readouterr().err.strip() == f"python -m benchmarks.skill_sp: {line}"
     assert run_main("python -m benchmarks.skill_sp", lambda: 0) == 0
+
+
+def _probe(root, iteration: int, regrets: list[float]) -> None:
+    mean = sum(regrets) / len(regrets)
+    score = {"mean_regret": mean, "n": len(regrets), "regret": {"ci_low": mean - 1, "ci_high": mean + 1},
+             "regrets": regrets, "best_share": 0.0, "invalid_share": 0.0}
+    body = {"meta": {"iteration": iteration},
+            "results": {"candy_crush": {"model": score, "random": score, "expert": score,
+                                        "bots_separate": True}}}
+    (root / "eval" / f"probe-it{iteration:05d}.json").write_text(json.dumps(body))
+
+
+def _point(iteration: int, scores: list[float]) -> dict:
+    from coplay.eval.stats import summarize
+
+    return {"iteration": iteration, **summarize(scores).as_dict(),
+            "per_seed": {str(1000 + i): s for i, s in enumerate(scores)}}
+
+
+def test_the_solver_is_read_on_the_ruler_and_the_proposer_steps_from_the_log(tmp_path):
+    """The proposer's learner steps come from the log's `train` and `final_train` (samples, served KL); the
+    arms are compared paired by seed on the final evaluation and by position on the last probe."""
+    from benchmarks.skill_sp import arm_differences, markdown, proposer_steps
+
+    runs = []
+    for arm, final, regrets in (("guided", [30.0, 40.0, 50.0], [10.0, 12.0, 14.0]),
+                                ("unguided", [20.0, 31.0, 39.0], [11.0, 13.0, 16.0])):
+        run = RunDir.create(tmp_path / arm, "skill-sp", "run: {}\n")
+        train = {"learner_step": 1,
+                 "adapters": {"propose": {"samples": 16.0, "updates": 1.0, "grad_norm": 0.5},
+                              "act": {"samples": 24.0}},
+                 "served_change": {"propose": {"version": 2, "kl": 0.004, "changed_share": 0.9}}}
+        with (run.root / "metrics.jsonl").open("a") as log:
+            log.write(json.dumps({"iteration": 2, "train": train}) + "\n")
+            log.write(json.dumps({"iteration": 3, "final_train": {"learner_step": 2, "adapters": {
+                "propose": {"samples": 8.0, "updates": 1.0, "grad_norm": 0.25}}}}) + "\n")
+        _probe(run.root, 0, [15.0, 15.0, 15.0])
+        _probe(run.root, 3, regrets)
+        curve = [_point(0, [20.0, 30.0, 40.0]), _point(3, final)]
+        runs.append({"game": "candy_crush", "arm": arm, "run_dir": str(run.root), "iterations": [],
+                     "proposer_steps": proposer_steps(run.root),
+                     "ruler": {"curve": curve, "bots": {"random": _point(0, [10.0, 12.0, 14.0])},
+                               "protocol_check": {"passed": True}, "probe": None,
+                               "final_minus_first": None, "final_minus_bots": {}}})
+    steps = runs[0]["proposer_steps"]
+    assert [(s["iteration"], s["final"], s["samples"]) for s in steps] == [(2, False, 16.0), (3, True, 8.0)]
+    assert steps[0]["served_kl"] == 0.004 and steps[1]["served_kl"] is None
+    (diff,) = arm_differences(runs)
+    assert (diff["arm"], diff["minus"]) == ("unguided", "guided")
+    assert diff["final"]["difference"] == -10.0 and diff["final"]["n"] == 3  # 20-30, 31-40, 39-50
+    assert round(diff["probe_regret"]["difference"], 6) == round(4 / 3, 6) and diff["probe_regret"]["n"] == 3
+    text = markdown(runs, "cmd", [diff])
+    assert "| candy_crush | unguided - guided | -10.00 [" in text
+    assert "| candy_crush | guided | 2 | 1 | 16 | 1 | 0.500 | 4.00e-03 | 0.90 |" in text
+    assert "| candy_crush | guided | 3 (final) | 2 | 8 | 1 | 0.250 | - | - |" in text
+    assert "| candy_crush | guided | 30.0 [" in text and "Bots on the same protocol: random 12.0" in text

@@ -159,7 +159,7 @@ def plot(path: Path, result: dict[str, Any]) -> None:
     from coplay.report.timeline import COLORS
 
     segments = list(result["ratios"]["segments"])
-    fig, ax = plt.subplots(figsize=(9, 2.8))
+    fig, ax = plt.subplots(figsize=(9, 3.4))
     for row, arm in enumerate(ARMS):
         left = 0.0
         for segment in segments:
@@ -170,7 +170,7 @@ def plot(path: Path, result: dict[str, Any]) -> None:
     ax.set_yticks(range(len(ARMS)), [f"{a} ({result['arms'][a]['wall_s']:,.0f} s)" for a in ARMS])
     ax.invert_yaxis()
     ax.set_xlabel("seconds of the run's wall time")
-    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.3))
+    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.42))
     ax.set_title("phase timeline of one SmolLM2 `full` run: old cost paths (before) and the defaults (after)",
                  fontsize=9)
     fig.tight_layout()

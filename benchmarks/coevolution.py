@@ -19,7 +19,8 @@ commit, config sizes and seconds per run; run folders stay under `run.out_dir`.
     python -m benchmarks.coevolution --quick     # tiny model, 2 iterations, 2 variants: a smoke in ~1 minute
 
 Config per game: `--config PATH` (with `games=[<game>]`), else launch/configs/coevolution-<game>.yaml; dotted
-overrides after the options apply to every run (`eval.at_start=false` skips the cold start's evaluation). `sft_final_bank` reads the bank of `--bank-from RUN_DIR`, or,
+overrides after the options apply to every run (`eval.at_start=false` skips the cold start's evaluation).
+`sft_final_bank` reads the bank of `--bank-from RUN_DIR`, or,
 when `full` ran first in the same call, that run's final bank.
 """
 

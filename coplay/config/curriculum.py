@@ -57,6 +57,13 @@ class CurriculumConfig(Section):
                            "contract over its features, a bound in range) on games that have a position "
                            "grammar (2048, Candy Crush); the solver's ACTION lines follow "
                            "`rollout.constrained_actions`")
+    position: Literal["written", "dealt"] = Field(
+        "written", description="who sets a task's start position: written, the proposer (the fields of the "
+                               "game's state it overrides on the round's deal; under the task grammar in "
+                               "the game's own shape); dealt, the game (the round's `reset(seed)` deal, "
+                               "shown in the prompt; the answer's position is `{}`), for games whose "
+                               "written positions the env mostly refuses (a Candy Crush board with a line or "
+                               "no move)")
     induce: bool = Field(
         True, description="the controller's skill induction: exploration-stream tasks the solver reached at "
                           "least once go to the next bank update as `induce` proposals for the curator "

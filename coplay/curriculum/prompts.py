@@ -35,13 +35,19 @@ def _skill_text(skill: Skill) -> str:
 
 
 def proposer_messages(game: str, rules: str, features: Sequence[str], skill: Skill | None,
-                      max_bound: int, state_hint: str) -> ChatMessages:
-    """The `propose` prompt: write one task for `skill` (None: any task, the exploration stream)."""
+                      max_bound: int, state_hint: str, dealt: bool = False) -> ChatMessages:
+    """The `propose` prompt: write one task for `skill` (None: any task, the exploration stream). `dealt`
+    (`curriculum.position: dealt`): `state_hint` is the start position the game dealt, and the answer's
+    position is `{}`."""
+    answer = (ANSWER_FORMAT.replace("{<fields of the game state to start from>}", "{}") if dealt
+              else ANSWER_FORMAT)
     system = (f"You write practice tasks for a player of the game {game}.\nRules:\n{rules.strip()}\n\n"
-              f"{ANSWER_FORMAT}")
+              f"{answer}")
     focus = (_skill_text(skill) + "\nWrite a task that practises this skill." if skill is not None
              else "Write any task that a good player could solve, but not trivially.")
-    user = "\n\n".join([f"Features: {', '.join(features)}", f"Position fields: {state_hint}",
+    where = (f"Start position (dealt by the game; the task's position is {{}}): {state_hint}" if dealt
+             else f"Position fields: {state_hint}")
+    user = "\n\n".join([f"Features: {', '.join(features)}", where,
                         f"The bound is at most {max_bound} steps.", focus, "Your task:"])
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 

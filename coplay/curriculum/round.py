@@ -195,10 +195,11 @@ def run_round(caller: ModelCaller, gate: Gate, router: Router, skills: Mapping[s
               else router.pick({k: s.tasking.usage for k, s in skills.items()}, cfg.prompts, iteration))
     _, info = gate.env.reset(seed=seed)
     hint = json.dumps(info["state"], sort_keys=True)[:HINT_CHARS]
+    dealt = cfg.position == "dealt"
     prompts = [proposer_messages(gate.game, rules, gate.features, skills[r] if r else None, cfg.max_bound,
-                                 hint) for r in routed]
+                                 hint, dealt) for r in routed]
     kinds = feature_kinds(info["features"])
-    regex = task_regex(gate.game, kinds, cfg.max_bound) if cfg.constrained_tasks else None
+    regex = task_regex(gate.game, kinds, cfg.max_bound, dealt=dealt) if cfg.constrained_tasks else None
     groups = call_adapter(caller, "propose", prompts, cfg.proposals, max_tokens["propose"], prefix,
                           regex=regex)
     checked: list[tuple[Sample, str | None, Verdict]] = []
@@ -208,7 +209,7 @@ def run_round(caller: ModelCaller, gate: Gate, router: Router, skills: Mapping[s
         for sample in group:
             try:
                 task = parse_task(sample.completion_text, gate.game, max_bound=cfg.max_bound, seed=seed,
-                                  skill_id=skill_id)
+                                  skill_id=skill_id, dealt=dealt)
             except TaskRejected as rejected:
                 checked.append((sample, skill_id, Verdict(False, rejected.reason, rejected.detail)))
                 continue

@@ -94,11 +94,16 @@ def validate_answer(data: Mapping[str, Any], max_bound: int) -> None:
         raise TaskRejected("schema", f"bound {bound!r} must be an integer in [1, {max_bound}]")
 
 
-def parse_task(text: str, game: str, *, max_bound: int, seed: int = 0, skill_id: str | None = None) -> Task:
-    """The task in a proposer's answer, or `TaskRejected` with reason `unparseable` or `schema`."""
+def parse_task(text: str, game: str, *, max_bound: int, seed: int = 0, skill_id: str | None = None,
+               dealt: bool = False) -> Task:
+    """The task in a proposer's answer, or `TaskRejected` with reason `unparseable` or `schema`. `dealt`
+    (`curriculum.position: dealt`): the game deals the position, so the answer's must be `{}`."""
     if not isinstance(text, str):
         raise TaskRejected("unparseable", f"answer is {type(text).__name__}, not text")
     data = _first_object(text)
     validate_answer(data, max_bound)
+    if dealt and data["position"]:
+        raise TaskRejected("schema", f"positions are dealt (curriculum.position: dealt): position must be "
+                                     f"{{}}, got keys {sorted(data['position'])}")
     return Task(game=game, position=dict(data["position"]), goal=data["goal"].strip(),
                 contract=data["contract"].strip(), bound=int(data["bound"]), seed=seed, skill_id=skill_id)

@@ -9,6 +9,9 @@ thresholds and the bound, so the gate still rejects illegal positions, trivial a
 Engines sample under it (vLLM structured outputs, the HF engine's token masks) and the learner masks its
 logits the same way (`Sample.meta["regex"]`), as for constrained contracts (`skills/contract_grammar.py`).
 
+With `curriculum.position: dealt` the position is `{}`: the game deals it (a Candy Crush board the model
+writes mostly has a line already, which the env refuses).
+
 Thresholds are on each game's scale (`coplay_envs.feature_scales`: 2048 tiles are powers of two, Candy Crush
 scores ones a few moves reach), so a proposer cannot write a contract about a state the game cannot have.
 A position grammar exists for the games whose state is a small board (2048: a 4 x 4 grid of 0 and powers of
@@ -40,12 +43,15 @@ def bound_regex(max_bound: int) -> str:
 
 
 def task_regex(game: str, features: Mapping[str, str], max_bound: int,
-               scales: Mapping[str, Sequence[int | float]] | None = None) -> str | None:
+               scales: Mapping[str, Sequence[int | float]] | None = None, dealt: bool = False) -> str | None:
     """The regex of a `propose` answer on `game` (None: the game has no position grammar). `scales`: the
-    values each feature's thresholds may take (default: the game's own, `coplay_envs.feature_scales`)."""
+    values each feature's thresholds may take (default: the game's own, `coplay_envs.feature_scales`).
+    `dealt` (`curriculum.position: dealt`): the position is the round's deal, written `{}`."""
     position = POSITIONS.get(game)
     if position is None:
         return None
+    if dealt:
+        position = "\\{\\}"
     if scales is None:
         import coplay_envs
 

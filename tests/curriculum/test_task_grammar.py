@@ -77,3 +77,42 @@ def test_the_tiny_model_under_the_grammar_writes_only_tasks_the_schema_accepts(c
     assert verdicts == 4  # each got a verdict past the schema
     # a valid task left unplayed (max_tasks=0) takes its group of 2 out of training; the others train
     assert 4 - 2 * result.counts["unplayed"] <= len(proposer) <= 4 and len(proposer) % 2 == 0
+
+
+def test_dealt_positions_are_written_empty_and_the_game_deals_a_legal_board() -> None:
+    """`curriculum.position: dealt`: the grammar admits only `"position": {}`, a board is refused (also
+    without the grammar), and on Candy Crush, where the env refuses a written board with a line, every
+    answer's start is the round's deal, which the gate accepts; the prompt shows that deal."""
+    from coplay.curriculum.task import TaskRejected, parse_task
+    from coplay.skills.caller import FunctionCaller
+
+    _, info = coplay_envs.make_env("candy_crush").reset(seed=0)
+    regex = task_regex("candy_crush", feature_kinds(info["features"]), 6, dealt=True)
+    dealt = json.dumps({"position": {}, "goal": "clear", "contract": "score >= 30", "bound": 3})
+    written = json.dumps({"position": {"board": ["RGBYRGBY"] * 8}, "goal": "clear", "contract": "score >= 30",
+                          "bound": 3})
+    assert re.fullmatch(regex, dealt) and re.fullmatch(regex, written) is None
+    with pytest.raises(TaskRejected, match="positions are dealt"):
+        parse_task(written, "candy_crush", max_bound=6, dealt=True)
+    line = json.dumps({"position": {"board": ["RRRBRGBY"] + ["GBYRGBYR", "BYRGBYRG"] * 3 + ["YRGBYRGB"]},
+                       "goal": "clear", "contract": "score >= 30", "bound": 3})
+    prompts: list = []
+
+    def generate(adapter, batch, n):
+        prompts.extend(batch)
+        return [[dealt, line][:n] for _ in batch]
+
+    cfg = CurriculumConfig(enabled=True, prompts=1, proposals=2, attempts=1, max_bound=6,
+                           exploration_share=1.0, position="dealt")
+    result = run_round(FunctionCaller(generate), Gate("candy_crush", max_bound=6),
+                       Router(exploration_share=1.0), {}, cfg, 1, "rules", {"propose": 400, "act": 16},
+                       max_tasks=0)
+    # the dealt answer passed the gate's position check (a valid task beyond max_tasks is `unplayed`)
+    assert result.counts["schema"] == 1 and not result.counts["illegal_position"], result.counts
+    assert "dealt by the game" in prompts[0][1]["content"]
+    assert json.dumps(info["state"], sort_keys=True)[:40] in prompts[0][1]["content"]
+    written_cfg = cfg.model_copy(update={"position": "written"})
+    written_result = run_round(FunctionCaller(generate), Gate("candy_crush", max_bound=6),
+                               Router(exploration_share=1.0), {}, written_cfg, 1, "rules",
+                               {"propose": 400, "act": 16}, max_tasks=0)
+    assert written_result.counts["illegal_position"] == 1 and not written_result.counts["schema"]

@@ -18,8 +18,9 @@ run per arm, so each figure is a single sample of a whole run (the benchmark say
 the whole run's seconds, the timeline's seconds and share per segment (`coplay.driver.phases.run_totals`),
 the busy seconds of the components that overlap (rollouts, learner, bank calls per kind with tokens), the
 learner's samples per second over its GRPO steps (in the run, beside the rollouts it overlaps), generated
-tokens, and the evaluations' means; then per segment the before/after ratio. Both runs' reports draw their
-own timeline (`coplay report RUN`); this writes the comparison as JSON, a Markdown table and a bar plot.
+tokens, and the evaluations beside the bots on the same protocol; then per segment the before/after ratio.
+Both runs' reports draw their own timeline (`coplay report RUN`); this writes the comparison as JSON, a
+Markdown table and a bar plot. `--add-rulers JSON` adds the bots to an older results file from its runs.
 
 Run: ``python -m benchmarks.phase_timeline [--config C] [--name N] [key=value ...]``, or
 ``--runs BEFORE_DIR AFTER_DIR`` to compare two finished runs without running them.
@@ -61,19 +62,17 @@ def learner_rate(records: list[dict[str, Any]], busy_learner: dict[str, Any]) ->
             "backward_s": round(float(busy_learner.get("backward_s", 0.0)), 1)}
 
 
-def eval_means(run_dir: Path) -> dict[str, Any]:
-    """Each evaluation file's mean score per game (`eval/it<k>.json`), for context only."""
-    out: dict[str, Any] = {}
-    for path in sorted((run_dir / "eval").glob("it*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            out[path.stem] = f"unreadable: {exc}"
-            continue
-        results = data.get("results", data)
-        out[path.stem] = {game: (r.get("score") or {}).get("mean") for game, r in results.items()
-                          if isinstance(r, dict) and isinstance(r.get("score"), dict)}
-    return out
+def rulers(run_dir: Path) -> dict[str, Any]:
+    """Per game the run evaluated: its evaluations beside the random and expert bots on the same protocol
+    (read from the run's `eval/bots-*.json`), the protocol check, the last minus the first and minus each bot
+    paired by seed, and the probes (`benchmarks.skill_sp.solver_evidence`). Context only: the arms' prompts
+    differ, so this is not a comparison of policies."""
+    from benchmarks.skill_sp import solver_evidence
+    from coplay.config import load_config
+
+    cfg = load_config(run_dir / "config.yaml")
+    out = {game: solver_evidence(cfg, run_dir, game) for game in cfg.games}
+    return {game: evidence for game, evidence in out.items() if evidence is not None}
 
 
 def read_arm(run_dir: Path, seconds: float | None = None) -> dict[str, Any]:
@@ -99,7 +98,7 @@ def read_arm(run_dir: Path, seconds: float | None = None) -> dict[str, Any]:
                      "engine_start_s": round(float((busy.get("startup") or {}).get("engines_s", 0.0)), 1),
                      "sft_s": round(float((busy.get("cold_start") or {}).get("sft_s", 0.0)), 1)},
             "learner": learner_rate(records, busy.get("learner") or {}),
-            "generated_tokens": tokens, "evaluations": eval_means(run_dir)}
+            "generated_tokens": tokens, "rulers": rulers(run_dir)}
 
 
 def compare(arms: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -146,6 +145,15 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {label} | {arms['before']['learner'][key]} | {arms['after']['learner'][key]} |")
     lines.append(f"| generated tokens | {arms['before']['generated_tokens']:.0f} | "
                  f"{arms['after']['generated_tokens']:.0f} |")
+    for arm in ARMS:
+        for game, r in arms[arm].get("rulers", {}).items():
+            first, last = r["curve"][0], r["curve"][-1]
+            bots = ", ".join(f"{bot} {b['mean']:.1f}" for bot, b in r["bots"].items())
+            check = "passed" if (r.get("protocol_check") or {}).get("passed") else "failed"
+            lines.append(f"\n{arm}, {game}: evaluation {first['mean']:.1f} (iteration {first['iteration']}) "
+                         f"-> "
+                         f"{last['mean']:.1f} (iteration {last['iteration']}); bots on the same protocol: "
+                         f"{bots}; protocol check {check}")
     return "\n".join(lines) + "\n"
 
 
@@ -197,8 +205,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="phase-timeline-smollm2", help="stem of the results and run names")
     parser.add_argument("--runs", nargs=2, metavar=("BEFORE", "AFTER"), help="compare two finished runs")
     parser.add_argument("--out", default="benchmarks/results", help="folder for NAME.{json,md,png}")
+    parser.add_argument("--add-rulers", metavar="JSON", help="add each arm's rulers (the bots beside its "
+                        "evaluations) to a results file from its run folders, in place of the bare means")
     parser.add_argument("overrides", nargs="*", help="config overrides key=value, for both arms")
     args = parser.parse_args(argv)
+    if args.add_rulers:
+        path = Path(args.add_rulers)
+        result = json.loads(path.read_text())
+        for arm in result["arms"].values():
+            arm.pop("evaluations", None)  # the means alone; `rulers` holds them beside the bots
+            arm["rulers"] = rulers(Path(arm["run_dir"]))
+        path.write_text(json.dumps(result, indent=1) + "\n")
+        path.with_suffix(".md").write_text(markdown(result))
+        return 0
     started = time.time()
     arms: dict[str, dict[str, Any]] = {}
     for arm, given in zip(ARMS, args.runs or (None, None), strict=True):

@@ -57,6 +57,19 @@ def cap_per_adapter(examples: list[ChatExample], limit: int | dict[str, int]) ->
     return out
 
 
+def teacher_examples(cfg: CoplayConfig, game: str, seed: int, labels: Any = None) -> list[ChatExample]:
+    """The expert's `act` (and, with the bank's `labels`, `retrieve`) examples of one teacher episode, on the
+    prompts the run serves: the game as `game.<game>.env_kwargs` configures it (a Candy Crush of 6 moves
+    that lists what each swap clears says so in its teacher prompts too), `rollout.prompt_format`,
+    `rollout.history_len`, and a skill section only where the variant plays with a bank."""
+    import coplay_envs
+
+    return expert_examples(game, [seed], coplay_envs.rules(game), cfg.rollout.history_len, cfg.sft.max_steps,
+                           labels, cfg.rollout.top_k_skills, skill_section=cfg.ablation.uses_bank,
+                           prompt_format=cfg.rollout.prompt_format,
+                           env_kwargs=dict(cfg.game[game].env_kwargs))
+
+
 def final_banks(cfg: CoplayConfig, seeded: dict[str, int]) -> dict[str, Bank]:
     """`ablation.variant=sft_final_bank`: the newest bank of each key of `ablation.bank_from`, renumbered to
     follow this run's seed version (a version is never published twice), iteration 0. {} for the other
@@ -72,8 +85,6 @@ def final_banks(cfg: CoplayConfig, seeded: dict[str, int]) -> dict[str, Bank]:
 def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str, int], dict[str, Any]]:
     """Returns (adapter versions of learner step 0, initial bank versions, report). `ablation.variant`
     decides whether SFT runs, whether its `act` prompts show skills, and which bank the run starts with."""
-    import coplay_envs
-
     ablation = cfg.ablation
     report: dict[str, Any] = {"ablation": ablation.variant}
     versions = system.publish_adapters(list(cfg.active_adapters), learner_step=0)
@@ -83,7 +94,8 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
         expert = []
         for game in cfg.games:
             for seed in seeds:
-                expert += play_bot_episodes(game, "expert", [seed], cfg.sft.max_steps)
+                expert += play_bot_episodes(game, "expert", [seed], cfg.sft.max_steps,
+                                            env_kwargs=dict(cfg.game[game].env_kwargs))
                 bar.advance()
         banks = system.seed_banks(expert)
         adopted = final_banks(cfg, banks)
@@ -99,10 +111,7 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
             for game in cfg.games:
                 game_examples = []
                 for seed in seeds:
-                    game_examples += expert_examples(
-                        game, [seed], coplay_envs.rules(game), cfg.rollout.history_len, cfg.sft.max_steps,
-                        labels, cfg.rollout.top_k_skills, skill_section=ablation.uses_bank,
-                        prompt_format=cfg.rollout.prompt_format)
+                    game_examples += teacher_examples(cfg, game, seed, labels)
                     bar.advance()
                 if cfg.sft.teacher == "openai":
                     game_examples, teacher_counts[game] = openai_teacher(cfg, game, game_examples)

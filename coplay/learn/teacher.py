@@ -58,11 +58,13 @@ SkillLabels = Callable[[Trajectory], tuple[Any, dict[int, str]]]
 def expert_examples(game: str, seeds: list[int], rules: str, history_len: int = 4,
                     max_steps: int | None = None, labels: SkillLabels | None = None, top_k: int = 3,
                     policy: str = "expert", skill_section: bool = True,
-                    prompt_format: str = "full") -> list[ChatExample]:
+                    prompt_format: str = "full",
+                    env_kwargs: dict[str, Any] | None = None) -> list[ChatExample]:
     """`act` (and, with `labels`, `retrieve`) examples from `policy` bots playing every seat, one episode
     per seed. `skill_section=False` (ablation variants without a bank): the `act` prompts have no skill
-    section, as the decision agent's then have none. `prompt_format` (`rollout.prompt_format`): the layout
-    the served prompts have, so that the cold start trains on what the policy will be asked."""
+    section, as the decision agent's then have none. `prompt_format` (`rollout.prompt_format`) and
+    `env_kwargs` (`game.<game>.env_kwargs`: the episode's length, what the text shows): the layout and the
+    observations the served prompts have, so that the cold start trains on what the policy will be asked."""
     seen: dict[tuple[int, str], list[tuple[str, list[str]]]] = {}
     current = {"seed": 0}
 
@@ -73,7 +75,8 @@ def expert_examples(game: str, seeds: list[int], rules: str, history_len: int = 
     examples: list[ChatExample] = []
     for seed in seeds:
         current["seed"] = seed
-        for traj in play_bot_episodes(game, policy, [seed], max_steps=max_steps, hook=hook):
+        for traj in play_bot_episodes(game, policy, [seed], max_steps=max_steps, hook=hook,
+                                      env_kwargs=env_kwargs):
             skills, starts = labels(traj) if labels is not None else (None, {})
             active: str | None = None
             history: list[HistoryEntry] = []

@@ -6,8 +6,9 @@ the same evaluation protocol (`coplay.eval`: `eval.episodes` episodes on `seeds.
 model without adapters and without skills is evaluated once on the same protocol (a flat line in the plot).
 
 Writes under `--out` (default benchmarks/results/) one table, `coevolution[-quick].json` and `.md` (per game
-and variant: mean final evaluation score, its 95% t-interval, the difference to `full` with a Welch 95%
-interval, as `coplay eval --compare` computes it, and the differences to the variant's own cold start
+and variant: mean final evaluation score, its 95% t-interval, the difference to `full` paired by start seed
+(every variant plays the same evaluation seeds) and with a Welch 95% interval, as `coplay eval --compare`
+computes it, and the differences to the variant's own cold start
 (iteration 0) and to the random and expert bots paired by start seed), and one plot,
 `coevolution[-quick].png` (evaluation score over iterations per variant, the bots as levels, one panel per
 game). The bots (`coplay.eval.ruler`: random, expert and 2048's fixed-order heuristic) play each run's own
@@ -176,20 +177,24 @@ def game_check(runs: list[dict[str, Any]], game: str) -> dict[str, Any] | None:
 
 
 def table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per game and variant: the final evaluation, its difference to `full` (Welch 95%), to its own cold start
-    (iteration 0) and to the bots (paired by start seed), and the game's protocol check. An SFT variant that
-    did not run itself is read off the iteration-0 evaluation of a GRPO run that starts from its policy
-    (`COLD_START_OF`), marked `from`. The bots follow as rows of their own (`bot`: true)."""
+    """Per game and variant: the final evaluation, its difference to `full` (paired by start seed, and Welch
+    95%), to its own cold start (iteration 0) and to the bots (paired by start seed), and the game's protocol
+    check. An SFT variant that did not run itself is read off the iteration-0 evaluation of a GRPO run that
+    starts from its policy (`COLD_START_OF`), marked `from`. The bots follow as rows of their own (`bot`:
+    true)."""
     rows = []
 
     def row(run: dict[str, Any], variant: str, point: dict[str, Any], source: str | None,
             cold: dict[str, Any] | None, bot: bool = False) -> None:
         full = next((r for r in runs if r["game"] == run["game"] and r["variant"] == "full"), None)
-        diff = differences(point, full["final"]) if full is not None and variant != "full" else None
+        versus = full is not None and variant != "full"
+        diff = differences(point, full["final"]) if versus else None
         bots = run.get("bots") or {}
         rows.append({"game": run["game"], "variant": variant, "n": point["n"], "mean": point["mean"],
                      "ci95": [point["ci_low"], point["ci_high"]], "iteration": point.get("iteration"),
-                     "minus_full": diff, "seconds": run["seconds"] if source is None and not bot else None,
+                     "minus_full": diff,
+                     "paired_minus_full": paired(full["final"], point) if versus else None,
+                     "seconds": run["seconds"] if source is None and not bot else None,
                      "from": source, "bot": bot,
                      "stopped_early": bool(run.get("stopped_early")) and source is None and not bot,
                      "paired_minus_cold_start": None if bot else paired(cold, point),
@@ -250,7 +255,9 @@ def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(f"{game}: protocol check passed ({check['reason']})")
         for r in (r for r in rows if r["game"] == game and not r["bot"]):
             parts = []
-            if r["minus_full"] and r["minus_full"]["ci95"]:
+            if r.get("paired_minus_full"):  # the same evaluation seeds: the differences paired by seed
+                parts.append(f"minus full {_paired_cell(r['paired_minus_full'])} (paired)")
+            elif r["minus_full"] and r["minus_full"]["ci95"]:
                 d = r["minus_full"]
                 parts.append(f"minus full {d['difference']:+.1f} [{d['ci95'][0]:+.1f}, {d['ci95'][1]:+.1f}] "
                              f"(Welch)")
@@ -269,10 +276,10 @@ def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
 def markdown(rows: list[dict[str, Any]], command: str) -> str:
     lines = [f"Command: `{command}`", "", *(f"- {line.strip()}" for line in summary_lines(rows)
                                              if not line.startswith("  ")), "",
-             "| game | variant | final eval score (mean) | 95% CI | n | minus full | Welch 95% CI "
-             "| minus cold start (paired) | minus random bot (paired) | minus expert bot (paired) | seconds "
-             "| protocol check |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| game | variant | final eval score (mean) | 95% CI | n | minus full (paired) | minus full "
+             "| Welch 95% CI | minus cold start (paired) | minus random bot (paired) "
+             "| minus expert bot (paired) | seconds | protocol check |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         d = r["minus_full"]
         diff = f"{d['difference']:+.1f}" if d else "-"
@@ -283,7 +290,8 @@ def markdown(rows: list[dict[str, Any]], command: str) -> str:
         seconds = f"{r['seconds']:.0f}" if r.get("seconds") is not None else "-"
         vs = r.get("paired_minus_bots") or {}
         lines.append(f"| {r['game']} | {variant} | {r['mean']:.1f} | [{r['ci95'][0]:.1f}, "
-                     f"{r['ci95'][1]:.1f}] | {r['n']} | {diff} | {ci} | "
+                     f"{r['ci95'][1]:.1f}] | {r['n']} | {_paired_cell(r.get('paired_minus_full'))} | "
+                     f"{diff} | {ci} | "
                      f"{_paired_cell(r.get('paired_minus_cold_start'))} | {_paired_cell(vs.get('random'))} | "
                      f"{_paired_cell(vs.get('expert'))} | {seconds} | "
                      f"{_check_cell(r.get('protocol_check'))} |")

@@ -94,8 +94,10 @@ def cold_start(system: Any, cfg: CoplayConfig) -> tuple[dict[str, int], dict[str
         expert = []
         for game in cfg.games:
             for seed in seeds:
-                expert += play_bot_episodes(game, "expert", [seed], cfg.sft.max_steps,
-                                            env_kwargs=dict(cfg.game[game].env_kwargs))
+                # the game at its own settings, not `env_kwargs`: skills are mined from the game's dynamics,
+                # which a short configured episode (Candy Crush's 6 moves) is too short to show; with it the
+                # demo's seed bank came out empty
+                expert += play_bot_episodes(game, "expert", [seed], cfg.sft.max_steps)
                 bar.advance()
         banks = system.seed_banks(expert)
         adopted = final_banks(cfg, banks)

@@ -58,9 +58,14 @@ def test_a_passing_protocol_states_the_differences_paired_by_seed(tmp_path):
     assert full["paired_minus_cold_start"]["n"] == 4
     assert full["paired_minus_bots"]["expert"]["difference"] == pytest.approx(30.25 - 115.0)
     assert rows["sft_first_bank"]["paired_minus_cold_start"] is None  # it is the cold start
+    # every variant plays the same evaluation seeds: its difference to full is paired by seed
+    assert rows["grpo_no_bank"]["paired_minus_full"]["difference"] == pytest.approx(26.0 - 30.25)
+    assert rows["sft_first_bank"]["paired_minus_full"]["difference"] == pytest.approx(25.0 - 30.25)
+    assert rows["full"]["paired_minus_full"] is None
     lines = summary_lines(list(rows.values()))
     assert lines[0].startswith("2048: protocol check passed")
-    assert any(line.strip().startswith("grpo_no_bank: minus full") for line in lines)
+    assert any(line.strip().startswith("grpo_no_bank: minus full -4.2 [") and "(paired)" in line.split(";")[0]
+               for line in lines)
     assert not any(FAILED_LABEL in line for line in lines)
 
 

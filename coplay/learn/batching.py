@@ -172,7 +172,8 @@ def sharing_micro_batches(items: list[TrainItem], rank: int, world: int,
     """This rank's micro-batches of `items` (in `order_for_sharing`'s order) when prompts repeat: each run of
     two or more items with one prompt (a same-state group's answers) is cut into micro-batches of its own
     (at most `micro_batch_size` rows), so a micro-batch's rows share the whole prompt and the split forward
-    computes it once; the items whose prompt is theirs alone are cut as `rank_micro_batches` cuts. Whole
+    computes it once; the items whose prompt is theirs alone are cut as `rank_micro_batches` cuts (by
+    length where they share a common prefix). Whole
     micro-batches go to the ranks in turn; every rank gets the same count (ZeRO-3 pairs the calls), padded
     with a zero-weight copy of an item. Without repeated prompts: `rank_micro_batches`."""
     if not _repeated_prompts(items):
@@ -185,6 +186,10 @@ def sharing_micro_batches(items: list[TrainItem], rank: int, world: int,
             singles.extend(run)
         else:
             chunks.extend(run[k : k + micro_batch_size] for k in range(0, len(run), micro_batch_size))
+    if shared_prefix_len([item.prompt_ids for item in singles]) >= MIN_SHARED_PREFIX:
+        # one game's prompts (a common system turn): by length, as `order_for_sharing` orders a step without
+        # repeats, so that their micro-batches pad little (episode groups repeat only their first prompt)
+        singles.sort(key=lambda i: len(i.prompt_ids) + len(i.completion_ids))
     chunks.extend(singles[k : k + micro_batch_size] for k in range(0, len(singles), micro_batch_size))
     mine = chunks[rank::world]
     return mine + [[_padding(items[0])] for _ in range(math.ceil(len(chunks) / world) - len(mine))]

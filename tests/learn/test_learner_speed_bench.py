@@ -41,21 +41,29 @@ def test_the_flop_count_shares_the_prefix_per_micro_batch_and_its_trunk_once():
 
 @pytest.mark.slow
 def test_a_run_on_the_tiny_model_prints_every_arm_with_ratios_and_shares(tmp_path):
+    """The demo config's game (Candy Crush), both prompt layouts, float32 so the split forward's weights
+    can be held to the unsplit one's."""
     out = tmp_path / "speed.json"
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.learner_speed", "--samples", "4", "--micro-batch", "2",
-         "--repeats", "1", "--arms", "old,new", "--peak-seconds", "0.1", "--set", "model.name=tiny",
-         "--set", f"model.tiny.cache_dir={tmp_path / 'tiny'}", "--out", str(out)],
+         "--repeats", "1", "--arms", "old,new", "--peak-seconds", "0.1", "--dtype", "float32",
+         "--set", "model.name=tiny", "--set", f"model.tiny.cache_dir={tmp_path / 'tiny'}", "--out", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=900, env=lone_process_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["command"].startswith("python -m benchmarks.learner_speed --samples 4")
-    assert set(result["arms"]) == {"old", "new"} and result["ratio_samples_per_s_vs_old"]["old"] == 1.0
-    new = result["arms"]["new"]
-    assert new["max_weight_difference_from_old"] < 1e-5
-    assert 0 < new["executed_share_of_peak"] and new["executed_gflop_per_step"] < \
-        result["arms"]["old"]["executed_gflop_per_step"]
-    assert result["settings"]["shared_prefix_tokens"] > 100  # the 2048 system turn
+    assert result["game"] == "candy_crush" and result["dtype"] == "float32"
+    assert set(result["arms"]) == {"old/full", "new/full", "old/compact", "new/compact"}
+    assert result["baseline"] == "old/full" and result["ratio_samples_per_s_vs_old"]["old/full"] == 1.0
+    for fmt in ("full", "compact"):
+        new = result["arms"][f"new/{fmt}"]
+        assert new["prompt_format"] == fmt and new["frozen_trunk"] and new["share_prefix"]
+        assert new["max_weight_difference_from_old"] < 1e-5  # against the same layout's old arm
+        assert 0 < new["executed_share_of_peak"] and new["executed_gflop_per_step"] < \
+            result["arms"][f"old/{fmt}"]["executed_gflop_per_step"]
+    tokens = result["settings"]["prompt_formats"]
+    assert tokens["compact"]["prompt_tokens"]["median"] < tokens["full"]["prompt_tokens"]["median"]
+    assert tokens["compact"]["shared_prefix_tokens"] > 100  # the system turn
 
 
 def test_the_flop_count_of_same_state_groups_computes_each_prompt_once():

@@ -238,3 +238,18 @@ def test_the_answers_to_one_prompt_get_a_micro_batch_of_their_own_that_computes_
     assert len({len(c) for c in per_rank}) == 1
     trained = [id(i) for chunks in per_rank for c in chunks for i in c if i.weight != 0.0]
     assert sorted(trained) == sorted(id(i) for i in items)  # the padding rows weigh nothing
+
+
+def test_prompts_of_their_own_beside_repeated_ones_are_cut_by_length():
+    """Episode groups repeat only their first prompt (the group's episodes start on one board): the other
+    samples, one prompt each, are cut into micro-batches by length, so that a micro-batch pads little."""
+    from coplay.learn.batching import sharing_micro_batches
+
+    gen = torch.Generator().manual_seed(7)
+    system = _tokens(gen, 20)
+    start = system + _tokens(gen, 5)
+    own = [system + _tokens(gen, n) for n in (30, 3, 25, 4, 28, 2)]  # long and short, interleaved
+    items = order_for_sharing([TrainItem(p, [3], [-1.0], 1.0, 1.0) for p in [start] * 4 + own])
+    chunks = sharing_micro_batches(items, rank=0, world=1, micro_batch_size=3)
+    singles = [c for c in chunks if c[0].prompt_ids != start]
+    assert [sorted(len(i.prompt_ids) - 20 for i in c) for c in singles] == [[2, 3, 4], [25, 28, 30]]

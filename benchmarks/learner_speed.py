@@ -152,7 +152,10 @@ def _common(prompts: list[list[int]]) -> int:
 
 
 def arm_names(arms: list[str], formats: list[str]) -> list[tuple[str, str, str]]:
-    """(name, arm, prompt format) per learner: `<arm>/<format>` when more than one format runs."""
+    """(name, arm, prompt format) per learner: `<arm>/<format>` when more than one format runs. Arms named
+    with their format (`old/full,new/compact`) are taken as they are, without `formats`."""
+    if all("/" in arm for arm in arms):
+        return [(arm, *arm.split("/", 1)) for arm in arms]
     return [(f"{arm}/{fmt}" if len(formats) > 1 else arm, arm, fmt) for fmt in formats for arm in arms]
 
 
@@ -192,7 +195,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=16, help="act samples per learner step")
     parser.add_argument("--micro-batch", type=int, default=8, help="learner.micro_batch_size (demo: 8)")
     parser.add_argument("--repeats", type=int, default=3, help="timed steps per arm")
-    parser.add_argument("--arms", default="old,new", help=f"comma-separated, of {sorted(ARMS)}")
+    parser.add_argument("--arms", default="old,new", help=f"comma-separated, of {sorted(ARMS)}; or each with "
+                                                          f"its layout, e.g. old/full,new/compact")
     parser.add_argument("--prompt-formats", default="full,compact",
                         help="comma-separated rollout.prompt_format layouts, each with every arm; the first "
                              "format's `old` is the baseline of the ratios")

@@ -76,3 +76,13 @@ def test_the_flop_count_of_same_state_groups_computes_each_prompt_once():
     rows = 2 * 4 * 4 * (2 * 1000 + 4 * 10 * (42 + 2)) * 4
     assert flop["new"] < flop["old"] / 3
     assert flop["new"] > rows
+
+
+def test_arms_run_on_every_layout_or_on_the_one_they_name():
+    from benchmarks.learner_speed import arm_names
+
+    assert arm_names(["old", "new"], ["full"]) == [("old", "old", "full"), ("new", "new", "full")]
+    assert [n for n, _, _ in arm_names(["old", "new"], ["full", "compact"])] == \
+        ["old/full", "new/full", "old/compact", "new/compact"]
+    assert arm_names(["old/full", "new/compact"], ["full", "compact"]) == \
+        [("old/full", "old", "full"), ("new/compact", "new", "compact")]

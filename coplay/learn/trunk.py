@@ -26,9 +26,10 @@ The log-probs equal the unsplit forward's to float32 rounding (tests/learn/test_
 positions, same masks (built by transformers' `create_causal_mask`, so every attention implementation gets
 the mask it expects), only the order of some floating-point sums differs. Supported: decoders shaped like
 LLaMA / Qwen (`embed_tokens`, `layers`, `norm`, `rotary_emb`; full attention in every layer), which
-`check_split_support` verifies up front. On the SmolLM2 demo config (`python -m benchmarks.learner_speed`) a
-learner step over 2048 `act` samples ran 2.65x faster than transformers' forward, sharing the prefix doing
-nearly all of it. Imports torch and transformers (lazily); never deepspeed, peft or coplay's other packages.
+`check_split_support` verifies up front. On SmolLM2 in float32 (`python -m benchmarks.learner_speed`,
+benchmarks/results/learner-speed-smollm2.json) a learner step over 2048 `act` samples ran 2.65x faster than
+transformers' forward, sharing the prefix doing nearly all of it. Imports torch and transformers (lazily);
+never deepspeed, peft or coplay's other packages.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from coplay.skills.caller import FunctionCaller
 from coplay.skills.concurrent_calls import ConcurrentCaller
 from coplay.skills.schema import Bank, bank_key_for
 from coplay.skills.teacher import dedupe, seed_bank
-from coplay.skills.update import update_bank
+from coplay.skills.update import held_out_part, update_bank
 from coplay.types import BankUpdate, Sample, Trajectory, decode_shard
 
 
@@ -86,6 +86,9 @@ class SkillBankImpl:
         self.delay_next_update_s = 0.0
         self.prompts_trimmed = 0  # bank prompts of the current key cut to fit engine.max_model_len
         self.answers: OrderedDict[str, list[Any]] = OrderedDict()  # the concurrent calls' answer cache
+        # per bank key, the trajectories the last `heldout_window - 1` updates held out (the next updates'
+        # measure); in memory only: a restarted actor or a resumed run starts the window over
+        self.held_out: dict[str, deque[list[Trajectory]]] = {}
         self.next_worker = 0  # where the concurrent backend's next call starts (spreads the load only)
 
     def submit(self, iteration: int, shard: bytes) -> int:
@@ -177,9 +180,12 @@ class SkillBankImpl:
         for key in sorted(by_key):
             bank = self._base_bank(key, base_versions)
             self.prompts_trimmed = 0
+            window = self.held_out.setdefault(key, deque(maxlen=self.cfg.skill_bank.heldout_window - 1))
             new_bank, new_samples, report = update_bank(bank, by_key[key], caller, self.cfg.skill_bank,
                                                         iteration, max_tokens=self.cfg.sampling.max_tokens,
-                                                        candidates=(candidates or {}).get(key, ()))
+                                                        candidates=(candidates or {}).get(key, ()),
+                                                        heldout_pool=[t for held in window for t in held])
+            window.append(held_out_part(by_key[key], self.cfg.skill_bank.heldout_every))
             new_banks[key] = new_bank
             samples += new_samples
             reports.append({**report, "skipped_trajectories": skipped,

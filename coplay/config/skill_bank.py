@@ -142,6 +142,11 @@ class SkillBankConfig(Section):
     group_size: int = Field(4, ge=1, description="samples per bank-adapter prompt (GRPO group)")
     heldout_every: int = Field(
         4, ge=2, description="every k-th trajectory (sorted by episode id) is held out")
+    heldout_window: int = Field(
+        4, ge=1, description="the held-out quality (the quality gate's measure, a version's recorded "
+                             "quality) is measured on the trajectories held out by this update and the k-1 "
+                             "before it (1: this update's alone; a small run holds out one episode per "
+                             "update)")
     boundaries: BoundaryConfig = BoundaryConfig()
     segmentation: SegmentationConfig = SegmentationConfig()
     contracts: ContractConfig = ContractConfig()

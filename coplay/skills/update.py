@@ -68,6 +68,13 @@ def update_vocabulary(bank: Bank, trajectories: Sequence[Trajectory]) -> None:
     bank.features = dict(sorted(bank.features.items()))
 
 
+def held_out_part(trajectories: Sequence[Trajectory], every: int) -> list[Trajectory]:
+    """The trajectories `split_heldout` holds out of an update's (none when a lone trajectory serves as both):
+    what the skill-bank actor keeps for the next updates' measure (`skill_bank.heldout_window`)."""
+    _, held, is_train = split_heldout([t for t in trajectories if t.steps], every)
+    return [] if is_train else held
+
+
 def split_heldout(trajectories: Sequence[Trajectory],
                   every: int) -> tuple[list[Trajectory], list[Trajectory], bool]:
     """(train, held-out, held-out is train): every `every`-th trajectory by episode id is held out (at least
@@ -208,9 +215,12 @@ def speculate(caller: Any, work: Bank, train: Sequence[Trajectory], segments: Ma
 
 def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCaller | None,
                 cfg: SkillBankConfig, iteration: int, max_tokens: Mapping[str, int] | None = None,
-                candidates: Sequence[Mapping[str, Any]] = ()) -> tuple[Bank, list[Sample], dict[str, Any]]:
+                candidates: Sequence[Mapping[str, Any]] = (),
+                heldout_pool: Sequence[Trajectory] = ()) -> tuple[Bank, list[Sample], dict[str, Any]]:
     """One bank update on a shard of trajectories of this bank's key. `candidates`: the curriculum's
     exploration-stream tasks the solver reached (`coplay.skills.induction`), proposed as `induce`.
+    `heldout_pool`: trajectories earlier updates held out (`skill_bank.heldout_window`); the held-out quality
+    is measured on them and this update's own held-out ones, none of which it trains on.
 
     Returns the next bank version, the Samples of the `segment`, `contract` and `curator` adapters (rewards
     filled; empty without a model) and a report of counts and held-out figures. With `caller=None` (or
@@ -225,9 +235,16 @@ def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCal
     work.operations = []
     update_vocabulary(work, usable)
     train, heldout, heldout_is_train = split_heldout(usable, cfg.heldout_every)
+    mine = {t.episode_id for t in usable}
+    earlier = [t for t in check_trajectories(bank, heldout_pool, Counter()) if t.episode_id not in mine]
+    if earlier:  # a lone trajectory of this update is then trained on only, measured on the earlier ones
+        heldout, heldout_is_train = (earlier if heldout_is_train else [*heldout, *earlier]), False
 
     known = set(bank.skills)
     boundaries: dict[str, list[int]] = {}
+    for traj in earlier:  # measured only: not counted among this update's boundaries
+        boundaries[traj.episode_id] = propose_boundaries(traj.steps, cfg.boundaries.radius,
+                                                         cfg.boundaries.threshold, known).positions
     for traj in usable:
         found = propose_boundaries(traj.steps, cfg.boundaries.radius, cfg.boundaries.threshold, known)
         boundaries[traj.episode_id] = found.positions
@@ -303,6 +320,7 @@ def update_bank(bank: Bank, trajectories: Sequence[Trajectory], caller: ModelCal
     report: dict[str, Any] = {
         "bank_key": work.bank_key, "version": work.version, "iteration": iteration,
         "trajectories": len(usable), "train_trajectories": len(train), "heldout_trajectories": len(heldout),
+        "heldout_earlier": len(earlier),
         "steps": sum(len(t.steps) for t in usable), "model": model is not None,
         **dict(sorted(counts.items())), **work.metrics,
         "operations": [{k: r[k] for k in OPERATION_KEYS if k in r} for r in records],

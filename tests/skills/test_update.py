@@ -337,3 +337,55 @@ def test_renamed_avalon_roles_still_route_evil_seats_to_the_evil_bank():
         assert keys == {"minion": "avalon/evil", "assassin": "avalon/evil", "merlin": "avalon/good",
                         "servant": "avalon/good"}, keys
     assert sum(bank_key_for(t.game, t.seat, t.role) == "avalon/evil" for t in trajectories) == 2 * 3
+
+
+def test_earlier_held_out_trajectories_are_measured_and_never_trained_on():
+    """`skill_bank.heldout_window`: the held-out quality is measured on this update's held-out trajectories
+    and those earlier updates held out; the earlier ones add nothing the update learns from."""
+    from coplay.skills.curation import skills_fingerprint
+
+    bank, _, _ = update_bank(Bank(bank_key="2048"), shard(8), None, CFG, 1)
+    fresh, earlier = shard(4, first_seed=100), shard(3, first_seed=200)
+    alone, _, own = update_bank(bank, fresh, None, CFG, 2)
+    pooled, _, both = update_bank(bank, fresh, None, CFG, 2, heldout_pool=earlier)
+    assert (own["heldout_trajectories"], own["heldout_earlier"]) == (1, 0)
+    assert (both["heldout_trajectories"], both["heldout_earlier"]) == (4, 3)
+    assert both["heldout_segments"] > own["heldout_segments"]
+    assert skills_fingerprint(pooled) == skills_fingerprint(alone)
+    assert (pooled.segments_seen, pooled.literal_counts) == (alone.segments_seen, alone.literal_counts)
+    assert own["boundary_candidates"] == both["boundary_candidates"]  # the earlier ones are not counted
+    # a lone trajectory is trained on; with earlier ones it is measured on those alone
+    _, _, lone = update_bank(bank, fresh[:1], None, CFG, 2, heldout_pool=earlier)
+    assert lone["heldout_trajectories"] == 3 and not lone["heldout_is_train"]
+
+
+def test_the_bank_actor_keeps_the_last_updates_held_out_trajectories(monkeypatch):
+    """The actor passes each update the trajectories the previous `heldout_window - 1` updates held out."""
+    import coplay.actors.skill_bank_actor as actor_module
+    from coplay.config import CoplayConfig
+    from coplay.types import Shard, encode_shard
+
+    class Store:
+        class publish_bank:  # noqa: N801 - stands in for an actor method
+            @staticmethod
+            def remote(*args):
+                return None
+
+    pools = []
+    real_update = actor_module.update_bank
+
+    def update(*args, heldout_pool=(), **kwargs):
+        pools.append(sorted(t.episode_id for t in heldout_pool))
+        return real_update(*args, heldout_pool=heldout_pool, **kwargs)
+
+    monkeypatch.setattr(actor_module, "named_actor", lambda a: a)
+    monkeypatch.setattr(actor_module.ray, "get", lambda ref: ref)
+    monkeypatch.setattr(actor_module, "update_bank", update)
+    cfg = CoplayConfig(skill_bank={"use_model": False, "heldout_window": 3}).model_dump()
+    impl = actor_module.SkillBankImpl(cfg, Store(), [])
+    for iteration in range(1, 5):
+        trajectories = shard(4, first_seed=10 * iteration)
+        impl.submit(iteration, encode_shard(Shard(f"s{iteration}", iteration, 0, trajectories)))
+        impl.update(iteration, {})
+    held = [f"2048-syn-{10 * k + 3:04d}" for k in range(1, 5)]  # every 4th of each update's four
+    assert pools == [[], held[:1], held[:2], held[1:3]]

@@ -143,10 +143,10 @@ class SkillBankConfig(Section):
     heldout_every: int = Field(
         4, ge=2, description="every k-th trajectory (sorted by episode id) is held out")
     heldout_window: int = Field(
-        4, ge=1, description="the held-out quality (the quality gate's measure, a version's recorded "
+        1, ge=1, description="the held-out quality (the quality gate's measure, a version's recorded "
                              "quality) is measured on the trajectories held out by this update and the k-1 "
-                             "before it (1: this update's alone; a small run holds out one episode per "
-                             "update)")
+                             "before it (1: this update's alone). Kept in the skill-bank actor's memory: a "
+                             "resumed run starts the window over, so above 1 a resume is not bit-exact")
     boundaries: BoundaryConfig = BoundaryConfig()
     segmentation: SegmentationConfig = SegmentationConfig()
     contracts: ContractConfig = ContractConfig()

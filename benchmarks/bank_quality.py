@@ -5,7 +5,7 @@ Why. Each bank update measures its held-out quality on the trajectories it holds
 iteration (`skill_bank.heldout_every`: every 4th, so one 6-move episode in the SmolLM2 Candy Crush demo),
 so the `quality` a bank version records is measured on a different, and often one-segment, set from the
 next version's: a series of those figures cannot say whether the bank improved. This reads the run's
-trajectory shards (`shards/*.msgpack`), pools the trajectories every update held out (`split_heldout` per
+trajectory shards (`shards/*.msgpack`), pools the trajectories every update held out (`held_out_part` per
 iteration, as the skill-bank actor split them: no bank version was learned from them), and evaluates every
 version of the bank (`banks/<key>/v<n>.json`) on that pool exactly as an update does (`evaluate_bank`:
 boundaries proposed from the steps, segmentation, contract pass rate x step coverage - size penalty x
@@ -30,8 +30,8 @@ COMMAND = "python -m benchmarks.bank_quality"
 
 def heldout_pool(run: Path, bank_key: str, every: int) -> list[Any]:
     """The trajectories of `bank_key` that the run's bank updates held out, over all iterations."""
-    from coplay.skills.schema import bank_key_for
-    from coplay.skills.update import split_heldout
+    from coplay.skills.schema import TEACHING_POLICIES, bank_key_for
+    from coplay.skills.update import held_out_part
     from coplay.types import read_shard_dir
 
     shards, errors = read_shard_dir(run / "shards")
@@ -40,31 +40,24 @@ def heldout_pool(run: Path, bank_key: str, every: int) -> list[Any]:
     by_iteration: dict[int, list[Any]] = {}
     for shard in shards:
         for traj in shard.trajectories:
-            if traj.policy in ("model", "expert") and traj.steps and \
-                    bank_key_for(traj.game, traj.seat, traj.role) == bank_key:
+            if traj.policy in TEACHING_POLICIES and bank_key_for(traj.game, traj.seat, traj.role) == bank_key:
                 by_iteration.setdefault(shard.iteration, []).append(traj)
-    pool = []
-    for iteration in sorted(by_iteration):
-        _, held, is_train = split_heldout(by_iteration[iteration], every)
-        if not is_train:
-            pool.extend(held)
-    return pool
+    return [t for iteration in sorted(by_iteration) for t in held_out_part(by_iteration[iteration], every)]
 
 
-def quality_on(bank: Any, trajectories: list[Any], cfg: Any) -> Any:
-    """`evaluate_bank` of `bank` on `trajectories`, with the boundaries an update would propose."""
+def boundaries_for(bank: Any, trajectories: list[Any], cfg: Any) -> dict[str, list[int]]:
+    """The boundaries an update of `bank` would propose on `trajectories`."""
     from coplay.skills.boundaries import propose_boundaries
-    from coplay.skills.heldout import evaluate_bank
 
     known = set(bank.skills)
-    boundaries = {t.episode_id: propose_boundaries(t.steps, cfg.boundaries.radius, cfg.boundaries.threshold,
-                                                   known).positions for t in trajectories}
-    return evaluate_bank(bank, trajectories, boundaries, cfg, shuffle_seed=0)
+    return {t.episode_id: propose_boundaries(t.steps, cfg.boundaries.radius, cfg.boundaries.threshold,
+                                             known).positions for t in trajectories}
 
 
 def measure(run: Path, bank_key: str) -> dict[str, Any]:
     from coplay.config import load_config
     from coplay.eval.stats import paired_difference
+    from coplay.skills.heldout import evaluate_bank
     from coplay.skills.schema import Bank
 
     cfg = load_config(run / "config.yaml", []).skill_bank
@@ -76,8 +69,10 @@ def measure(run: Path, bank_key: str) -> dict[str, Any]:
     banks = [Bank.from_bytes(p.read_bytes(), source=str(p)) for p in paths if p.stem[1:].isdigit()]
     versions, per_trajectory = [], {}
     for bank in banks:
-        whole = quality_on(bank, pool, cfg)
-        per_trajectory[bank.version] = {t.episode_id: quality_on(bank, [t], cfg).quality for t in pool}
+        boundaries = boundaries_for(bank, pool, cfg)
+        whole = evaluate_bank(bank, pool, boundaries, cfg, shuffle_seed=0)
+        per_trajectory[bank.version] = {t.episode_id: evaluate_bank(bank, [t], boundaries, cfg,
+                                                                    shuffle_seed=None).quality for t in pool}
         versions.append({"version": bank.version, "iteration": bank.iteration, "size": len(bank.skills),
                          "recorded_quality": (bank.metrics or {}).get("quality"),
                          "quality": round(whole.quality, 6), "pass_rate": round(whole.pass_rate, 6),
@@ -88,8 +83,7 @@ def measure(run: Path, bank_key: str) -> dict[str, Any]:
     first = banks[0].version
     paired = {}
     for bank in banks[1:]:
-        d = paired_difference({k: v for k, v in per_trajectory[first].items()},
-                              {k: v for k, v in per_trajectory[bank.version].items()})
+        d = paired_difference(per_trajectory[first], per_trajectory[bank.version])
         paired[f"v{bank.version} minus v{first}"] = d.as_dict() if d is not None else None
     return {"benchmark": "bank_quality", "command": f"{COMMAND} {' '.join(sys.argv[1:])}".strip(),
             "run": str(run), "bank": bank_key,

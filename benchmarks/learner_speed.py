@@ -107,7 +107,7 @@ def executed_flop(samples: list[Any], micro_batch: int, top: int, layers: int, a
     are under 1%), the LM head (2 x hidden x vocab per column, twice with backward) where it runs. Padding
     counts: a padded column is computed like a real one."""
     hidden, per_layer, vocab = dims["hidden"], dims["layer_weights"], dims["vocab"]
-    frozen, shared = ARMS[arm.split("/")[0]]
+    frozen, shared = ARMS[arm]
     total = 0.0
     trunk_done: set[tuple[int, ...]] = set()
     step_prefix = _common([s.prompt_ids for s in samples])

@@ -24,7 +24,7 @@ from coplay.actors.connect import named_actor
 from coplay.config import CoplayConfig
 from coplay.skills.caller import FunctionCaller
 from coplay.skills.concurrent_calls import ConcurrentCaller
-from coplay.skills.schema import Bank, bank_key_for
+from coplay.skills.schema import TEACHING_POLICIES, Bank, bank_key_for
 from coplay.skills.teacher import dedupe, seed_bank
 from coplay.skills.update import held_out_part, update_bank
 from coplay.types import BankUpdate, Sample, Trajectory, decode_shard
@@ -168,7 +168,7 @@ class SkillBankImpl:
         while self.queue:
             _, data = self.queue.popleft()
             for traj in decode_shard(data, f"iteration {iteration} shard").trajectories:
-                if traj.policy not in ("model", "expert"):  # opponents do not teach the bank
+                if traj.policy not in TEACHING_POLICIES:  # opponents do not teach the bank
                     skipped += 1
                     continue
                 by_key.setdefault(bank_key_for(traj.game, traj.seat, traj.role), []).append(traj)

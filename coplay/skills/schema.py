@@ -235,6 +235,10 @@ def _id_order(skill_id: str) -> tuple[int, str]:
     return (int(digits), skill_id) if digits.isdigit() else (1 << 30, skill_id)
 
 
+# the policies whose trajectories teach a bank: the decision agent's and the expert bots' (opponents' do not)
+TEACHING_POLICIES = frozenset({"model", "expert"})
+
+
 def bank_key_for(game: str, seat: str = "", role: str = "") -> str:
     """The bank key of a trajectory: per game, and per side where seats differ (Avalon `good` / `evil` by role
     id, Diplomacy per power; docs/architecture.md). The side comes from the game (`coplay_envs.side`)."""

@@ -4,9 +4,10 @@ layout, side by side in one process.
 
 The learner is the demo's (`launch/configs/demo-candy_crush-smollm2.yaml`, or `--config`: LoRA r16/α32 on the
 seven projections of the top 8 of SmolLM2's 30 layers, micro-batches of 8, backend, learning rate and dtype as
-configured: bfloat16 where the config says so, `--dtype float32` for CPUs without native bf16), training the
-`act` adapter on real `act` samples of the config's first game: the prompts the decision agent sends
-(`expert_examples` on the game as `game.<game>.env_kwargs` configures it, chat template, in each
+configured: bfloat16 where the config says so, run as float32 on a CPU without native bf16 as the learner
+does there (`model.cpu_bf16: auto`; the JSON's `dtype` is the one that ran), `--dtype float32` to force
+it), training the `act` adapter on real `act` samples of the config's first game: the prompts the decision
+agent sends (`expert_examples` on the game as `game.<game>.env_kwargs` configures it, chat template, in each
 `--prompt-formats` layout) and the expert's answers as completions, advantages ±1, on-policy (the learner's
 first forward gives the old log-probs, as in a synchronous run). One `Learner` per arm and prompt format
 (`--arms`: `old` = frozen_trunk and share_prefix off, `trunk`, `prefix`, `new` = both on; an arm is named
@@ -104,9 +105,11 @@ def executed_flop(samples: list[Any], micro_batch: int, top: int, layers: int, a
     micro-batches of `micro_batch`):
     forward of each layer's projections (2 x its weights per token) and attention (4 x hidden x keys per
     token), backward of the `top` adapted layers (the same again for the input gradient; LoRA's own terms
-    are under 1%), the LM head (2 x hidden x vocab per column, twice with backward) where it runs. Padding
-    counts: a padded column is computed like a real one."""
-    hidden, per_layer, vocab = dims["hidden"], dims["layer_weights"], dims["vocab"]
+    are under 1%), the LM head (2 x hidden x vocab per column, twice with backward) where it runs. The split
+    forward (`frozen_trunk` or `share_prefix`) runs the last layer's key and value projections at every
+    column and the rest of it only at the completion columns (`coplay.learn.last_layer`). Padding counts: a
+    padded column is computed like a real one."""
+    hidden, per_layer, vocab, kv = dims["hidden"], dims["layer_weights"], dims["vocab"], dims["kv_weights"]
     frozen, shared = ARMS[arm]
     total = 0.0
     trunk_done: set[tuple[int, ...]] = set()
@@ -122,17 +125,23 @@ def executed_flop(samples: list[Any], micro_batch: int, top: int, layers: int, a
                 prefix, base = own, own
         width = max(len(s.prompt_ids) + len(s.completion_ids) for s in rows) - prefix
         keys = prefix + width / 2  # mean keys a suffix token attends to
-        total += len(rows) * width * (2 * per_layer + 4 * hidden * keys) * (layers + top)
+        split = frozen or prefix > 0
+        answer = max(len(s.completion_ids) for s in rows)
+        full_layers = layers - 1 if split else layers  # the split forward trims the last layer
+        total += len(rows) * width * (2 * per_layer + 4 * hidden * keys) * (full_layers + top)
+        if split:  # the last layer: keys/values at every column, the rest at the answer's (backward: adapted)
+            last = width * 2 * kv + answer * (2 * (per_layer - kv) + 4 * hidden * (prefix + width))
+            total += len(rows) * last * (2 if top else 1)
         if prefix:
             key = tuple(prompts[0][:base])
             trunk_tokens = (prefix - base) + (0 if frozen and key in trunk_done else base)
             trunk_done.add(key)
             per_token = 2 * per_layer + 2 * hidden * prefix  # attention: half the prefix on average
-            total += (trunk_tokens * (layers - top) + prefix * 2 * top) * per_token
-        if frozen or prefix:  # the split forward: the LM head only where completion tokens are predicted
-            columns = max(len(s.completion_ids) for s in rows)
-        else:  # `logits_to_keep`: every column from the shortest prompt's end
-            columns = width + prefix - min(len(p) for p in prompts) + 1
+            adapted = (top - 1) * per_token + 2 * kv  # the last layer: the prefix's keys/values only
+            total += trunk_tokens * (layers - top) * per_token + prefix * 2 * adapted
+        # the split forward: the LM head only where completion tokens are predicted; `logits_to_keep`:
+        # every column from the shortest prompt's end
+        columns = answer if split else width + prefix - min(len(p) for p in prompts) + 1
         total += 2 * 2 * hidden * vocab * len(rows) * columns
     return total
 
@@ -251,11 +260,13 @@ def measure(args: argparse.Namespace, started: float, load_start: list[float]) -
     from benchmarks.cpu_kernels import matmul_peak
 
     cfg = load_benchmark_config(args)
-    dtype = "bfloat16" if cfg.learner.bf16 else "float32"
-    peaks = [matmul_peak(dtype, args.threads, min_seconds=args.peak_seconds)]
     learners = build_arms(args, cfg)
-    plan = arm_names(args.arms.split(","), args.prompt_formats.split(","))
     first = next(iter(learners.values()))
+    # what the learner computes in: a bfloat16 config runs float32 on a CPU without native bfloat16
+    # (model.cpu_bf16: auto), and the peak that yardsticks it must be that dtype's
+    dtype = str(first.policy.get_input_embeddings().weight.dtype).removeprefix("torch.")
+    peaks = [matmul_peak(dtype, args.threads, min_seconds=args.peak_seconds)]
+    plan = arm_names(args.arms.split(","), args.prompt_formats.split(","))
     data = {fmt: act_samples(first.tokenizer, cfg, args.samples, args.history, fmt, args.groups)
             for fmt in dict.fromkeys(fmt for _, _, fmt in plan)}
     format_of = {name: fmt for name, _, fmt in plan}
@@ -316,9 +327,12 @@ def arm_results(args: argparse.Namespace, learners: dict[str, Any], plan: list[t
     config = first.policy.config
     layers = int(config.num_hidden_layers)
     top = layers - lowest_adapted_layer(first.policy, "act")
+    last_layer = first.policy.get_base_model().get_decoder().layers[-1]
+    base_weights = {n: p.numel() for n, p in last_layer.named_parameters()
+                    if p.dim() == 2 and "lora_" not in n}
+    kv_weights = sum(n for name, n in base_weights.items() if ".k_proj." in name or ".v_proj." in name)
     dims = {"hidden": int(config.hidden_size), "vocab": int(config.vocab_size),
-            "layer_weights": sum(p.numel() for n, p in first.policy.get_base_model().get_decoder()
-                                 .layers[-1].named_parameters() if p.dim() == 2 and "lora_" not in n)}
+            "layer_weights": sum(base_weights.values()), "kv_weights": kv_weights}
     flop_per_token = 2 * sum(p.numel() for n, p in first.policy.named_parameters() if "lora_" not in n)
     old_of = {fmt: name for name, arm, fmt in plan if arm == "old"}
     results = {}

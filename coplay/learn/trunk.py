@@ -17,8 +17,9 @@ most of the work. `split_completion_logits` therefore runs, for a batch whose ro
    weights, so they are computed with gradient once per micro-batch and `expand`ed (not copied): autograd
    sums every row's gradient into the one prefix computation, the gradient of the unsplit batch.
 
-The decoder's final norm and LM head run only on the hidden states that predict completion tokens (not on
-every column from the shortest prompt's end, as `logits_to_keep` must), and the logits come back as
+The last decoder layer (where its shape allows, `coplay.learn.last_layer`), the final norm and the LM head
+run only on the hidden states that predict completion tokens (not on every column from the shortest prompt's
+end, as `logits_to_keep` must), and the logits come back as
 [B, C, V] in the layout `logprobs.completion_distributions` returns. Without a prefix (`prefix_len` 0) it is
 the unsplit forward with the trunk under `no_grad`.
 
@@ -39,6 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from coplay.learn.last_layer import can_trim, last_layer_at, last_layer_keys_values
 
 MIN_SHARED_PREFIX = 16  # shorter common prefixes are not worth a separate prefix pass
 
@@ -197,7 +200,12 @@ def _prefix_cache(decoder: Any, prefix_ids: torch.Tensor, depth: int, rows: int,
     rotary = decoder.rotary_emb(trunk.hidden, positions)
     cache = DynamicCache(ddp_cache_data=list(zip(trunk.keys, trunk.values, strict=True)),
                          config=decoder.config)
-    _run_layers(decoder, depth, len(decoder.layers), trunk.hidden, mask, rotary, positions, cache)
+    last = len(decoder.layers) - 1
+    if can_trim(decoder.layers[last], decoder.config) and depth <= last:
+        hidden = _run_layers(decoder, depth, last, trunk.hidden, mask, rotary, positions, cache)
+        last_layer_keys_values(decoder.layers[last], hidden, rotary, cache)
+    else:
+        _run_layers(decoder, depth, len(decoder.layers), trunk.hidden, mask, rotary, positions, cache)
     expanded = [(layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1))
                 for layer in cache.layers]
     return DynamicCache(ddp_cache_data=expanded, config=decoder.config)
@@ -229,11 +237,18 @@ def split_completion_logits(model: Any, input_ids: torch.Tensor, attention_mask:
         hidden = decoder.embed_tokens(suffix)
     mask = _causal_mask(decoder, hidden, attention_mask.to(device), cache, positions)
     rotary = decoder.rotary_emb(hidden, positions)
+    last = len(decoder.layers) - 1
+    stop = last if can_trim(decoder.layers[last], decoder.config) else last + 1  # the full layers
     with torch.no_grad() if depth > 0 else nullcontext():
-        hidden = _run_layers(decoder, 0, depth, hidden, mask, rotary, positions, cache)
-    hidden = _run_layers(decoder, depth, len(decoder.layers), hidden, mask, rotary, positions, cache)
+        hidden = _run_layers(decoder, 0, min(depth, stop), hidden, mask, rotary, positions, cache)
+    hidden = _run_layers(decoder, min(depth, stop), stop, hidden, mask, rotary, positions, cache)
     starts = torch.tensor(prompt_lens, device=device) - 1 - prefix_len
     cols = starts[:, None] + torch.arange(completion_width, device=device)[None, :]
     cols = cols.clamp(max=hidden.shape[1] - 1)
-    picked = torch.gather(hidden, 1, cols[:, :, None].expand(-1, -1, hidden.shape[-1]))
+    if stop == last:  # the last layer at the completion positions only (coplay.learn.last_layer)
+        with torch.no_grad() if depth > last else nullcontext():
+            picked = last_layer_at(decoder.layers[last], hidden, cols, prefix_len,
+                                   attention_mask[:, prefix_len:].to(device), rotary, cache)
+    else:
+        picked = torch.gather(hidden, 1, cols[:, :, None].expand(-1, -1, hidden.shape[-1]))
     return head(decoder.norm(picked))

@@ -15,7 +15,7 @@ from coplay.learn.distributed import lone_process_env
 from coplay.types import Sample
 
 REPO = Path(__file__).resolve().parents[2]
-DIMS = {"hidden": 10, "layer_weights": 1000, "vocab": 100}
+DIMS = {"hidden": 10, "layer_weights": 1000, "vocab": 100, "kv_weights": 200}
 
 
 def _sample(prompt: list[int], completion: int) -> Sample:
@@ -25,13 +25,17 @@ def _sample(prompt: list[int], completion: int) -> Sample:
 
 def test_the_flop_count_shares_the_prefix_per_micro_batch_and_its_trunk_once():
     system = list(range(100, 140))  # 40 shared tokens
-    samples = [_sample(system + [k, k + 1], 3) for k in range(4)]
+    samples = [_sample(system + [k, k + 1], 3) for k in range(4)]  # prompts of 42 tokens
     flop = {arm: executed_flop(samples, 2, top=1, layers=3, arm=arm, dims=DIMS)
             for arm in ("old", "trunk", "prefix", "new")}
     # old: 4 rows x 45 columns through 3 layers forward + 1 backward, LM head on 4 columns per row
     old_layers = 4 * 45 * (2 * 1000 + 4 * 10 * 22.5) * 4
     assert flop["old"] == pytest.approx(old_layers + 4 * 10 * 100 * 4 * 4)
-    assert flop["trunk"] == pytest.approx(old_layers + 4 * 10 * 100 * 4 * 3)  # 3 completion columns
+    # the split forward: the last layer's keys/values at all 45 columns, the rest of it at the 3 completion
+    # columns (forward and backward: it is the adapted layer), the LM head on 3 columns
+    last = 45 * 2 * 200 + 3 * (2 * 800 + 4 * 10 * 45)
+    trunk = 4 * 45 * (2 * 1000 + 4 * 10 * 22.5) * 3 + 4 * last * 2
+    assert flop["trunk"] == pytest.approx(trunk + 4 * 10 * 100 * 4 * 3)
     # sharing: each micro-batch runs 2 rows x 5 columns, and the 40-token prefix once through the adapted
     # layer (forward and backward); its trunk (2 layers) once in `new`, once per micro-batch in `prefix`
     assert flop["new"] < flop["prefix"] < flop["old"]

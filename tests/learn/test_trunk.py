@@ -92,8 +92,9 @@ def test_split_forward_gives_transformers_log_probs_and_lora_gradients(policy, f
 def test_the_trunk_runs_without_autograd_and_the_adapted_layers_with_it(policy):
     seen: list[tuple[int, bool]] = []
     layers = policy.get_base_model().get_decoder().layers
-    hooks = [layer.register_forward_hook(lambda m, a, out, i=i: seen.append((i, torch.is_grad_enabled())))
-             for i, layer in enumerate(layers)]
+    # on the layers' input norms: the last layer runs at the completion positions through its parts
+    hooks = [layer.input_layernorm.register_forward_hook(
+        lambda m, a, out, i=i: seen.append((i, torch.is_grad_enabled()))) for i, layer in enumerate(layers)]
     try:
         prompts, completions = _prompts([list(range(20, 40))], rows=3)
         _logprobs_and_grads(policy, prompts, completions, lowest_adapted_layer(policy, "act"), 20)
@@ -253,3 +254,83 @@ def test_prompts_of_their_own_beside_repeated_ones_are_cut_by_length():
     chunks = sharing_micro_batches(items, rank=0, world=1, micro_batch_size=3)
     singles = [c for c in chunks if c[0].prompt_ids != start]
     assert [sorted(len(i.prompt_ids) - 20 for i in c) for c in singles] == [[2, 3, 4], [25, 28, 30]]
+
+
+def test_the_last_layer_runs_at_the_completion_positions_only_and_gives_the_full_layers_result(policy,
+                                                                                             monkeypatch):
+    """The last decoder layer's queries, output projection and MLP see only the positions that predict
+    completion tokens (its keys and values every position); with the adapter on and off (the KL reference,
+    whole model frozen), with and without a shared prefix, the log-probs are those of the full layer, and a
+    layer `can_trim` refuses runs whole."""
+    from coplay.learn import trunk
+    from coplay.learn.last_layer import can_trim
+    from coplay.learn.logprobs import adapter_context
+
+    decoder = policy.get_base_model().get_decoder()
+    assert can_trim(decoder.layers[-1], decoder.config)  # Qwen3-shaped (SmolLM2 is LLaMA-shaped)
+    rows_seen: list[int] = []
+    hook = decoder.layers[-1].mlp.register_forward_hook(lambda m, a, out: rows_seen.append(a[0].shape[1]))
+    gen = torch.Generator().manual_seed(7)
+    prompts, completions = _prompts([_tokens(gen, 30)], rows=4)
+    width = max(len(c) for c in completions)
+    try:
+        for prefix in (0, 30):
+            for adapter, depth in (("act", lowest_adapted_layer(policy, "act")), (None, 2)):
+                with torch.no_grad(), adapter_context(policy, adapter):
+                    expected = batch_logprobs(policy, make_token_batch(prompts, completions),
+                                              torch.ones(4))
+                    tokens = make_token_batch(prompts, completions)
+                    tokens.prefix_len, tokens.prefix_store = prefix, PrefixStore()
+                    rows_seen.clear()
+                    got = batch_logprobs(policy, tokens, torch.ones(4), depth)
+                    torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
+                    if adapter == "act":  # the prefix's trunk (depth 1) never reaches the last layer's MLP
+                        assert rows_seen == [width]
+                    monkeypatch.setattr(trunk, "can_trim", lambda layer, config: False)
+                    whole = batch_logprobs(policy, tokens, torch.ones(4), depth)
+                    monkeypatch.undo()
+                    torch.testing.assert_close(whole, expected, rtol=0, atol=1e-5)
+    finally:
+        hook.remove()
+
+
+def test_a_layer_of_another_shape_is_not_trimmed(policy):
+    from coplay.learn.last_layer import can_trim
+
+    decoder = policy.get_base_model().get_decoder()
+    layer = decoder.layers[-1]
+    layer.add_module("extra_norm", torch.nn.Identity())
+    try:
+        assert not can_trim(layer, decoder.config)
+    finally:
+        del layer.extra_norm
+    assert can_trim(layer, decoder.config)
+
+
+def test_a_llama_shaped_last_layer_is_trimmed_to_the_same_log_probs_and_gradients():
+    """SmolLM2's shape (LLaMA: no per-head norms, grouped keys/values), built small and random here: the
+    split forward's trimmed last layer gives transformers' log-probs and the last layer's gradients."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from coplay.learn.last_layer import can_trim
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=2048, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                         attn_implementation="sdpa")
+    model = LlamaForCausalLM(config).eval()
+    assert can_trim(model.model.layers[-1], config)
+    gen = torch.Generator().manual_seed(2)
+    prompts, completions = _prompts([_tokens(gen, 24)], rows=3)
+    last = [p for p in model.model.layers[-1].parameters()]
+    results = []
+    for depth, prefix in ((None, 0), (1, 24), (1, 0)):
+        tokens = make_token_batch(prompts, completions)
+        tokens.prefix_len, tokens.prefix_store = prefix, PrefixStore()
+        logprobs = batch_logprobs(model, tokens, torch.ones(3), depth)
+        results.append((logprobs.detach(), torch.autograd.grad(logprobs.sum(), last)))
+    (expected, expected_grads), *split = results
+    for got, grads in split:
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
+        for grad, want in zip(grads, expected_grads, strict=True):
+            torch.testing.assert_close(grad, want, rtol=1e-4, atol=1e-5 * float(want.abs().max()))

@@ -256,8 +256,9 @@ class LearnerConfig(Section):
                            "activations (long prompts, big models)")
     frozen_trunk: bool = Field(
         True, description="run the decoder layers below an adapter's lowest LoRA layer (`top_layers`) "
-                          "without autograd, and the LM head only where completion tokens are predicted "
-                          "(coplay/learn/trunk.py; the same log-probs); false: transformers' own forward")
+                          "without autograd, and the last layer's queries and MLP, the final norm and the LM "
+                          "head only where completion tokens are predicted (coplay/learn/trunk.py, "
+                          "last_layer.py; the same log-probs); false: transformers' own forward")
     share_prefix: bool = Field(
         True, description="compute the prompt prefix a micro-batch's samples share (a game's system turn) "
                           "once per micro-batch instead of once per sample, its frozen-trunk part once per "

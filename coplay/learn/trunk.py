@@ -188,9 +188,10 @@ def _causal_mask(decoder: Any, hidden: torch.Tensor, attention_mask: torch.Tenso
 
 
 def _prefix_cache(decoder: Any, prefix_ids: torch.Tensor, depth: int, rows: int,
-                  store: PrefixStore | None, base: int) -> Any:
+                  store: PrefixStore | None, base: int, trim: bool) -> Any:
     """A cache holding the prefix's keys/values of every layer, expanded over `rows`: the trunk's from
-    `_trunk_states`, the adapted layers' computed here with autograd (once for all rows)."""
+    `_trunk_states`, the adapted layers' computed here with autograd (once for all rows); with `trim`, the
+    last layer's keys/values alone (`coplay.learn.last_layer`)."""
     from transformers import DynamicCache
 
     trunk = _trunk_states(decoder, prefix_ids, depth, store, base)
@@ -201,7 +202,7 @@ def _prefix_cache(decoder: Any, prefix_ids: torch.Tensor, depth: int, rows: int,
     cache = DynamicCache(ddp_cache_data=list(zip(trunk.keys, trunk.values, strict=True)),
                          config=decoder.config)
     last = len(decoder.layers) - 1
-    if can_trim(decoder.layers[last], decoder.config) and depth <= last:
+    if trim and depth <= last:
         hidden = _run_layers(decoder, depth, last, trunk.hidden, mask, rotary, positions, cache)
         last_layer_keys_values(decoder.layers[last], hidden, rotary, cache)
     else:
@@ -229,7 +230,9 @@ def split_completion_logits(model: Any, input_ids: torch.Tensor, attention_mask:
     device = decoder.embed_tokens.weight.device
     input_ids = input_ids.to(device)
     rows, seq_len = input_ids.shape
-    cache = (_prefix_cache(decoder, input_ids[0, :prefix_len], depth, rows, store, prefix_base)
+    last = len(decoder.layers) - 1
+    trim = can_trim(decoder.layers[last], decoder.config)
+    cache = (_prefix_cache(decoder, input_ids[0, :prefix_len], depth, rows, store, prefix_base, trim)
              if prefix_len > 0 else None)
     suffix = input_ids[:, prefix_len:]
     positions = torch.arange(prefix_len, seq_len, device=device)[None]
@@ -237,15 +240,14 @@ def split_completion_logits(model: Any, input_ids: torch.Tensor, attention_mask:
         hidden = decoder.embed_tokens(suffix)
     mask = _causal_mask(decoder, hidden, attention_mask.to(device), cache, positions)
     rotary = decoder.rotary_emb(hidden, positions)
-    last = len(decoder.layers) - 1
-    stop = last if can_trim(decoder.layers[last], decoder.config) else last + 1  # the full layers
+    stop = last if trim else last + 1  # the layers run whole
     with torch.no_grad() if depth > 0 else nullcontext():
         hidden = _run_layers(decoder, 0, min(depth, stop), hidden, mask, rotary, positions, cache)
     hidden = _run_layers(decoder, min(depth, stop), stop, hidden, mask, rotary, positions, cache)
     starts = torch.tensor(prompt_lens, device=device) - 1 - prefix_len
     cols = starts[:, None] + torch.arange(completion_width, device=device)[None, :]
     cols = cols.clamp(max=hidden.shape[1] - 1)
-    if stop == last:  # the last layer at the completion positions only (coplay.learn.last_layer)
+    if trim:  # the last layer at the completion positions only (coplay.learn.last_layer)
         with torch.no_grad() if depth > last else nullcontext():
             picked = last_layer_at(decoder.layers[last], hidden, cols, prefix_len,
                                    attention_mask[:, prefix_len:].to(device), rotary, cache)
